@@ -1,12 +1,40 @@
-"""pyrater: statistical analysis of repeated categorical ratings."""
+"""pyrater: statistical analysis of repeated categorical ratings.
 
+Infer each item's true class with honest uncertainty, each rater's error
+matrix and the prevalence of each class, from ratings in any design.
+
+Main entry points
+-----------------
+RatingData, as_rating_data
+    long / wide / grouped rating tables.
+fit
+    Bayesian Dawid-Skene-family models in Stan (MCMC or posterior mode), or EM.
+em
+    Maximum-likelihood / MAP EM in numpy.
+simulate
+    Simulated data with known truth.
+"""
+
+from . import kernel
 from .data import RatingData, RatingDataError, as_rating_data
+from .em import EMFit, em
+from .fit import fit
+from .mixture import binomial_mixture_em
 from .models import (
     ClassConditionalDawidSkene,
     DawidSkene,
     HierarchicalDawidSkene,
     HomogeneousDawidSkene,
     get_model,
+)
+from .results import Fit, FitSummary, load
+from .simulate import (
+    Simulation,
+    simulate,
+    simulate_class_conditional,
+    simulate_dawid_skene,
+    simulate_hierarchical,
+    simulate_homogeneous,
 )
 
 __version__ = "0.1.0"
@@ -20,4 +48,18 @@ __all__ = [
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
     "get_model",
+    "fit",
+    "em",
+    "EMFit",
+    "Fit",
+    "FitSummary",
+    "load",
+    "binomial_mixture_em",
+    "simulate",
+    "simulate_dawid_skene",
+    "simulate_class_conditional",
+    "simulate_hierarchical",
+    "simulate_homogeneous",
+    "Simulation",
+    "kernel",
 ]

@@ -22,6 +22,7 @@ raters and categories are kept and used in every output.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Literal, Sequence
@@ -48,44 +49,145 @@ def _raise(problems: list[str], hint: str | None = None) -> None:
         raise RatingDataError(msg)
 
 
+def _r(value: Any) -> str:
+    """repr of a label; numpy scalars (np.int64(3) under numpy 2) shown as plain values."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def _show(values: Iterable[Any], limit: int = 8) -> str:
     values = list(values)
-    text = ", ".join(repr(v) for v in values[:limit])
+    text = ", ".join(_r(v) for v in values[:limit])
     if len(values) > limit:
         text += f", ... ({len(values) - limit} more)"
     return text
 
 
-def _tidy_labels(values: pd.Series | np.ndarray) -> np.ndarray:
-    """Integral floats (1.0, 2.0, as pandas makes them around NaN) become ints."""
-    arr = pd.Series(values).dropna().to_numpy()
-    if arr.dtype.kind == "f" and arr.size and np.all(np.mod(arr, 1) == 0):
-        return arr.astype(np.int64)
-    if arr.dtype == object:
-        floats = [v for v in arr if isinstance(v, (float, np.floating))]
-        if floats and all(float(v).is_integer() for v in floats):
-            return np.array([int(v) if isinstance(v, (float, np.floating)) else v for v in arr], dtype=object)
-    return arr
+_MIXED_KINDS = ("mixed", "mixed-integer")
 
 
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, pd.Index]:
-    """Codes and labels, labels sorted when they can be, else in order of appearance."""
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _canonical(v: Any) -> Any:
+    """A type-blind key: ``1``, ``1.0``, ``"1"``, ``"1.0"`` and ``np.int64(1)`` all give ``"1"``.
+
+    Used only to match labels whose types differ (a CSV read as strings
+    against integer categories, or the reverse) and to detect columns that
+    mix such labels; exact matches always come first.
+    """
+    if isinstance(v, str):
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        if not np.isfinite(f):
+            return v
+        v = f
+    if _is_number(v):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(f)
+    return v
+
+
+def _tidy_index(labels: Any) -> pd.Index:
+    """Labels without NaN, integral floats (1.0, as pandas makes them around NaN) as ints."""
+    idx = pd.Index(labels)
+    if idx.dtype.kind == "f":
+        arr = idx.to_numpy()
+        if arr.size and np.all(np.mod(arr, 1) == 0):
+            return pd.Index(arr.astype(np.int64), name=idx.name)
+        return idx
+    if idx.dtype == object and len(idx):
+        kind = pd.api.types.infer_dtype(idx, skipna=True)
+        if kind == "integer":
+            try:
+                return pd.Index(idx.to_numpy().astype(np.int64), name=idx.name)
+            except OverflowError:
+                return idx
+        if kind in ("floating", "mixed-integer-float"):
+            arr = idx.to_numpy().astype(float)
+            if np.all(np.mod(arr, 1) == 0):
+                return pd.Index(arr.astype(np.int64), name=idx.name)
+            return pd.Index(arr, name=idx.name)
+        if kind in _MIXED_KINDS:
+            # loop over distinct labels only, never over ratings
+            return pd.Index(
+                [int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v for v in idx],
+                dtype=object,
+                name=idx.name,
+            )
+    return idx
+
+
+def _factorize(values: Any) -> tuple[np.ndarray, pd.Index]:
+    """Codes and labels, labels sorted when they can be, else in order of appearance.
+
+    A categorical column keeps its category order (unused categories dropped).
+    Missing values get code -1.
+    """
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        cat = pd.Series(values).cat
+        codes = cat.codes.to_numpy().astype(np.int64)
+        used = np.zeros(len(cat.categories), dtype=bool)
+        used[codes[codes >= 0]] = True
+        new = np.cumsum(used) - 1
+        codes = np.where(codes >= 0, new[np.maximum(codes, 0)], -1)
+        return codes, _tidy_index(cat.categories[used])
+    values = np.asarray(values)
     try:
         codes, uniques = pd.factorize(values, sort=True)
     except TypeError:
         codes, uniques = pd.factorize(values, sort=False)
-    return codes.astype(np.int64), pd.Index(uniques)
+    return codes.astype(np.int64), _tidy_index(uniques)
 
 
-def _category_index(observed: np.ndarray, categories: Sequence[Any] | None, problems: list[str]) -> pd.Index:
+def _type_clashes(labels: pd.Index) -> list[tuple[Any, ...]]:
+    """Groups of distinct labels that differ only in type, e.g. ``(1, "1")``."""
+    if labels.dtype != object or pd.api.types.infer_dtype(labels, skipna=True) not in _MIXED_KINDS:
+        return []
+    groups: dict[Any, list[Any]] = {}
+    for v in labels:
+        groups.setdefault(_canonical(v), []).append(v)
+    return [tuple(g) for g in groups.values() if len(g) > 1]
+
+
+def _check_clashes(labels: pd.Index, what: str, problems: list[str]) -> None:
+    clashes = _type_clashes(labels)
+    if clashes:
+        shown = "; ".join(" and ".join(_r(v) for v in g) for g in clashes[:5])
+        problems.append(
+            f"{what} mixes labels that differ only in type ({shown}); "
+            "convert the column to one type first (e.g. .astype(str))"
+        )
+
+
+def _category_index(
+    observed: Any, categories: Sequence[Any] | None, problems: list[str], what: str = "ratings"
+) -> pd.Index:
+    """The category scale: declared, or the sorted distinct observed labels.
+
+    Problems with a declared scale (repeats, missing values) are reported and
+    the scale is cleaned so that validation can go on and report more.
+    """
     if categories is not None:
+        if isinstance(categories, pd.CategoricalDtype):
+            categories = categories.categories
+        if isinstance(categories, (str, bytes)) or not isinstance(categories, Iterable):
+            problems.append(f"categories must be a sequence of labels, got {_r(categories)}")
+            categories = []
         cats = pd.Index(list(categories))
-        if cats.has_duplicates:
-            problems.append(f"declared categories repeat: {_show(cats[cats.duplicated()].unique())}")
         if cats.hasnans:
             problems.append("declared categories contain a missing value")
+            cats = cats.dropna()
+        if cats.has_duplicates:
+            problems.append(f"declared categories repeat: {_show(cats[cats.duplicated()].unique())}")
+            cats = cats.unique()
+        cats = _tidy_index(cats)
+        _check_clashes(cats, "the declared categories", problems)
     else:
-        _, cats = _factorize(_tidy_labels(observed))
+        _, cats = _factorize(pd.Index(observed).dropna().unique().to_numpy())
+        _check_clashes(cats, what, problems)
     if len(cats) < 2:
         problems.append(
             f"at least 2 categories are needed, found {len(cats)} ({_show(cats)}); "
@@ -94,17 +196,33 @@ def _category_index(observed: np.ndarray, categories: Sequence[Any] | None, prob
     return cats
 
 
-def _encode(values: np.ndarray, cats: pd.Index) -> np.ndarray:
-    """Codes of ``values`` in ``cats``; -1 where not a category."""
-    codes = cats.get_indexer(pd.Index(values))
-    if (codes < 0).any() and cats.dtype.kind in "iu":
-        # e.g. strings "1", "2" in a CSV column when categories are ints
-        try:
-            alt = cats.get_indexer(pd.Index(pd.to_numeric(pd.Series(values), errors="raise")))
-            codes = np.where(codes < 0, alt, codes)
-        except (ValueError, TypeError):
-            pass
-    return codes.astype(np.int64)
+def _encode(values: Any, cats: pd.Index) -> np.ndarray:
+    """Codes of ``values`` in ``cats``; -1 where not a category (or missing).
+
+    Exact matches first; values left unmatched are then matched type-blind
+    (``"1"`` or ``1.0`` to the category ``1``, ``1`` to the category ``"1"``),
+    e.g. a CSV column read as strings against integer categories.
+    """
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        cat = pd.Series(values).cat
+        sub = _encode(cat.categories.to_numpy(dtype=object), cats)
+        codes = cat.codes.to_numpy().astype(np.int64)
+        return np.where(codes >= 0, sub[np.maximum(codes, 0)] if sub.size else -1, -1).astype(np.int64)
+    values = np.asarray(values)
+    if values.size == 0:
+        return np.empty(0, dtype=np.int64)
+    codes = np.asarray(cats.get_indexer(pd.Index(values)), dtype=np.int64)
+    miss = np.flatnonzero(codes < 0)
+    if miss.size:
+        keys = [_canonical(c) for c in cats]
+        counts: dict[Any, int] = {}
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+        lookup = {k: i for i, k in enumerate(keys) if counts[k] == 1}
+        inv, uniques = pd.factorize(values[miss])  # missing values get -1
+        alt = np.array([lookup.get(_canonical(v), -1) for v in uniques], dtype=np.int64)
+        codes[miss] = np.where(inv >= 0, alt[np.maximum(inv, 0)] if alt.size else -1, -1)
+    return codes
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +263,8 @@ class RatingData:
 
     def __post_init__(self) -> None:
         for name in ("unit", "rater", "rating", "weight"):
-            arr = np.asarray(getattr(self, name), dtype=np.int64)
+            # a read-only view: never flips the flags of an array the caller owns
+            arr = np.asarray(getattr(self, name), dtype=np.int64).view()
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -207,8 +326,14 @@ class RatingData:
     @cached_property
     def has_repeats(self) -> bool:
         """True when some rater rated some item more than once."""
+        if self.n_ratings < 2:
+            return False
         key = self.unit * self.n_raters + self.rater
-        return bool(np.unique(key).size < key.size)
+        cells = self.n_units * self.n_raters
+        if cells <= 4 * self.n_ratings + 10**6:
+            return bool(np.bincount(key, minlength=cells).max() > 1)
+        key = np.sort(key)
+        return bool((key[1:] == key[:-1]).any())
 
     def rating_counts(self) -> pd.Series:
         """Number of ratings per category (tallies applied), indexed by category."""
@@ -276,27 +401,41 @@ class RatingData:
         _check_frame(df, problems)
         _raise(problems)
         cols = {"item": item, "rater": rater, "rating": rating}
-        missing = [f"{role} column {name!r}" for role, name in cols.items() if name not in df.columns]
+        _check_roles(cols, problems)
+        _raise(problems)
+        missing = [_missing_column(name, role, df) for role, name in cols.items() if name not in df.columns]
         if missing:
-            hint = _suggest_format(df, "long")
-            _raise([f"{m} not found; columns are {_show(df.columns, 20)}" for m in missing], hint)
+            _raise(missing, _suggest_format(df, "long"))
+        _check_ambiguous(df, list(cols.values()), problems)
         for role, name in cols.items():
             bad = np.flatnonzero(df[name].isna().to_numpy())
             if bad.size:
-                problems.append(f"column {name!r} ({role}) is missing at rows {_show(df.index[bad])}")
-        ratings = df[rating].to_numpy()
-        present = ~df[rating].isna().to_numpy()
-        cats = _category_index(ratings[present], categories, problems)
-        codes = _encode(ratings, cats)
+                advice = (
+                    "long data has one row per given rating: drop the rows without one"
+                    if role == "rating"
+                    else f"every rating needs its {role}"
+                )
+                problems.append(
+                    f"column {_r(name)} ({role}) has missing values (NaN) at rows {_show(df.index[bad])}; {advice}"
+                )
+        col = df[rating]
+        present = ~col.isna().to_numpy()
+        if categories is None and isinstance(col.dtype, pd.CategoricalDtype):
+            categories = col.dtype.categories  # the column's own scale, unused levels included
+        cats = _category_index(col[present].unique(), categories, problems, what=f"column {_r(rating)}")
+        codes = _encode(col, cats)
         bad = np.flatnonzero((codes < 0) & present)
         if bad.size and len(cats):
+            values = col.to_numpy(dtype=object)
             problems.append(
-                f"column {rating!r} has values {_show(pd.unique(ratings[bad]))} (rows {_show(df.index[bad])}) "
+                f"column {_r(rating)} has values {_show(pd.unique(values[bad]))} (rows {_show(df.index[bad])}) "
                 f"not among the categories {_show(cats)}"
             )
+        unit, unit_labels = _factorize(df[item])
+        rater_codes, rater_labels = _factorize(df[rater])
+        _check_clashes(unit_labels, f"column {_r(item)} (item)", problems)
+        _check_clashes(rater_labels, f"column {_r(rater)} (rater)", problems)
         _raise(problems)
-        unit, unit_labels = _factorize(df[item].to_numpy())
-        rater_codes, rater_labels = _factorize(df[rater].to_numpy())
         return cls(
             unit=unit,
             rater=rater_codes,
@@ -307,6 +446,145 @@ class RatingData:
             weight=np.ones(len(unit_labels), dtype=np.int64),
             source_format="long",
             _columns={"item": item, "rater": rater, "rating": rating},
+        )
+
+    @classmethod
+    def from_codes(
+        cls,
+        item: np.ndarray | Sequence[int],
+        rater: np.ndarray | Sequence[int],
+        rating: np.ndarray | Sequence[int],
+        n_categories: int,
+        n_items: int | None = None,
+        n_raters: int | None = None,
+        weight: np.ndarray | Sequence[int] | None = None,
+        categories: Sequence[Any] | None = None,
+        copy: bool = True,
+    ) -> "RatingData":
+        """Build directly from 0-based integer codes (fast path, no factorisation).
+
+        Meant for simulated or pre-encoded data: no pandas work is done on
+        the N ratings, so 10^7 ratings take well under a second.  Labels are
+        1-based integers: items ``1 .. I``, raters ``1 .. J`` and categories
+        ``1 .. K`` unless ``categories`` gives the category labels.
+
+        Parameters
+        ----------
+        item : int array, shape (N,)
+            Item (unit) code of each rating, in ``0 .. I-1``.
+        rater : int array, shape (N,)
+            Rater code of each rating, in ``0 .. J-1``.
+        rating : int array, shape (N,)
+            Category code of each rating, in ``0 .. K-1``.
+        n_categories : int
+            K, at least 2.
+        n_items : int, optional
+            I.  Default ``max(item) + 1``; give it to keep unrated items.
+        n_raters : int, optional
+            J.  Default ``max(rater) + 1``; give it to keep raters with no rating.
+        weight : int array, shape (I,), optional
+            Number of items each unit stands for.  When given, the units are
+            rating patterns (``source_format="grouped"``, labels ``1 .. I``
+            name "pattern"); default all ones (``source_format="long"``).
+        categories : sequence, length K, optional
+            Category labels for codes ``0 .. K-1``.
+        copy : bool
+            Copy the code arrays (default).  ``copy=False`` shares int64
+            arrays with the caller, who must then not modify them.
+
+        Returns
+        -------
+        RatingData
+
+        Raises
+        ------
+        RatingDataError
+            Codes out of range, non-integer codes, mismatched lengths,
+            fewer than 2 categories, bad weights or category labels.
+        """
+        problems: list[str] = []
+        arrays: dict[str, np.ndarray] = {}
+        for name, values in (("item", item), ("rater", rater), ("rating", rating)):
+            arr = np.asarray(values)
+            if arr.ndim != 1:
+                problems.append(f"{name} codes must be a 1-d array; got shape {arr.shape}")
+            elif arr.size and arr.dtype.kind not in "iu":
+                if arr.dtype.kind == "f" and np.all(np.mod(arr, 1) == 0):
+                    arr = arr.astype(np.int64)
+                else:
+                    problems.append(f"{name} codes must be integers; got dtype {arr.dtype}")
+            arrays[name] = arr
+        _raise(problems)
+        sizes = {name: arr.size for name, arr in arrays.items()}
+        if len(set(sizes.values())) > 1:
+            _raise([f"item, rater and rating codes must have the same length; got {sizes}"])
+        if sizes["item"] == 0:
+            _raise(["no ratings (the code arrays are empty)"])
+
+        def _count(value: Any, name: str) -> int | None:
+            if value is None:
+                return None
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                problems.append(f"{name} must be an integer; got {_r(value)}")
+                return None
+            return int(value)
+
+        K = _count(n_categories, "n_categories")
+        limits = {"item": _count(n_items, "n_items"), "rater": _count(n_raters, "n_raters"), "rating": K}
+        _raise(problems)
+        if K < 2:
+            problems.append(f"n_categories must be at least 2; got {K}")
+        for name, arr in arrays.items():
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < 0:
+                bad = np.flatnonzero(arr < 0)
+                problems.append(
+                    f"{name} codes must be >= 0 (0-based); positions {_show(bad)} hold {_show(np.unique(arr[bad]))}"
+                )
+            limit = limits[name]
+            if limit is not None and hi >= limit:
+                what = {"item": "n_items", "rater": "n_raters", "rating": "n_categories"}[name]
+                bad = np.flatnonzero(arr >= limit)
+                problems.append(
+                    f"{name} codes must be < {what} = {limit} (0-based); positions {_show(bad)} "
+                    f"hold {_show(np.unique(arr[bad]))}"
+                )
+            if limit is None:
+                limits[name] = hi + 1
+        I, J = limits["item"], limits["rater"]
+        if categories is not None:
+            cats = pd.Index(list(categories), name="rating")
+            if len(cats) != K:
+                problems.append(f"categories has {len(cats)} labels but n_categories = {K}")
+            if cats.has_duplicates:
+                problems.append(f"declared categories repeat: {_show(cats[cats.duplicated()].unique())}")
+            if cats.hasnans:
+                problems.append("declared categories contain a missing value")
+        else:
+            cats = pd.RangeIndex(1, (K or 0) + 1, name="rating")
+        if weight is None:
+            w = np.ones(I, dtype=np.int64)
+            fmt: DataFormat = "long"
+        else:
+            w = np.asarray(weight)
+            fmt = "grouped"
+            if w.shape != (I,):
+                problems.append(f"weight must have shape (n_items,) = ({I},); got {w.shape}")
+            elif w.dtype.kind not in "iu" and not (w.dtype.kind == "f" and np.all(np.mod(w, 1) == 0)):
+                problems.append(f"weight must hold non-negative integers; got dtype {w.dtype}")
+            elif (w < 0).any():
+                problems.append(f"weight must be >= 0; positions {_show(np.flatnonzero(w < 0))} are negative")
+        _raise(problems)
+        return cls(
+            unit=arrays["item"].astype(np.int64, copy=copy),
+            rater=arrays["rater"].astype(np.int64, copy=copy),
+            rating=arrays["rating"].astype(np.int64, copy=copy),
+            unit_labels=pd.RangeIndex(1, I + 1, name="pattern" if fmt == "grouped" else "item"),
+            rater_labels=pd.RangeIndex(1, J + 1, name="rater"),
+            categories=cats,
+            weight=w.astype(np.int64, copy=False),
+            source_format=fmt,
+            _columns={"tally": "n"} if fmt == "grouped" else {},
         )
 
     @classmethod
@@ -358,82 +636,112 @@ class RatingData:
         return cls._from_table(df, raters=raters, label_col=None, tally=tally, categories=categories)
 
     @classmethod
-    def _from_table(cls, df, raters, label_col, tally, categories) -> "RatingData":
+    def _from_table(
+        cls,
+        df: pd.DataFrame,
+        raters: Sequence[Any] | None,
+        label_col: Any,
+        tally: Any,
+        categories: Sequence[Any] | None,
+    ) -> "RatingData":
         fmt: DataFormat = "grouped" if tally is not None else "wide"
         problems: list[str] = []
         _check_frame(df, problems)
         _raise(problems)
-        special = [c for c in (label_col, tally) if c is not None]
-        for c in special:
-            if c not in df.columns:
-                _raise([f"{'tally' if c == tally else 'item'} column {c!r} not found; columns are {_show(df.columns, 20)}"],
-                       _suggest_format(df, fmt))
+        special = {"item": label_col, "tally": tally}
+        special = {role: c for role, c in special.items() if c is not None}
+        missing = [_missing_column(c, role, df) for role, c in special.items() if c not in df.columns]
+        if missing:
+            _raise(missing, _suggest_format(df, fmt))
         if raters is None:
-            raters = [c for c in df.columns if c not in special]
+            raters = [c for c in df.columns if c not in special.values()]
         else:
+            if isinstance(raters, (str, bytes)) or not isinstance(raters, Iterable):
+                _raise([f"raters must be a list of column names, got {_r(raters)}"])
             raters = list(raters)
             absent = [r for r in raters if r not in df.columns]
             if absent:
-                _raise([f"rater columns {_show(absent)} not found; columns are {_show(df.columns, 20)}"])
+                problems.extend(_missing_column(r, "rater", df) for r in absent)
             if len(set(raters)) < len(raters):
-                _raise([f"rater columns listed twice: {_show(pd.Index(raters)[pd.Index(raters).duplicated()])}"])
+                problems.append(f"rater columns listed twice: {_show(pd.Index(raters)[pd.Index(raters).duplicated()].unique())}")
+            for role, c in special.items():
+                if c in raters:
+                    problems.append(f"column {_r(c)} is given both as the {role} column and as a rater column")
+            _raise(problems)
         if not raters:
-            _raise(["no rater columns"], _suggest_format(df, fmt))
+            _raise([f"no rater columns: the table has only {_show(df.columns)}"], _suggest_format(df, fmt))
+        _check_ambiguous(df, raters + list(special.values()), problems)
         block = df[raters]
-        values = block.to_numpy(dtype=object)
         present = ~block.isna().to_numpy()
-        observed = values[present]
-        if categories is None and observed.size:
-            dtypes = [block[c].dtype for c in raters]
-            if all(isinstance(d, pd.CategoricalDtype) for d in dtypes) and all(
-                d.categories.equals(dtypes[0].categories) for d in dtypes
-            ):
-                categories = list(dtypes[0].categories)
-        cats = _category_index(observed, categories, problems)
-        codes = np.full(values.shape, -1, dtype=np.int64)
-        if observed.size:
-            codes[present] = _encode(observed, cats)
+        columns = [block.iloc[:, j] for j in range(len(raters))]
+        if categories is None:
+            dtypes = [c.dtype for c in columns]
+            if all(isinstance(d, pd.CategoricalDtype) for d in dtypes):
+                # the columns' own scale, unused levels included (first column's order)
+                union = dtypes[0].categories
+                for d in dtypes[1:]:
+                    if not d.categories.equals(union):
+                        union = union.append(d.categories[~d.categories.isin(union)])
+                categories = union
+        observed = [c[present[:, j]].unique() for j, c in enumerate(columns)]
+        observed = np.concatenate([np.asarray(o, dtype=object) for o in observed]) if observed else []
+        cats = _category_index(observed, categories, problems, what="the rater columns")
+        # column-major and as small as K allows: wide tables can have many cells
+        codes = np.full(present.shape, -1, dtype=np.min_scalar_type(-max(len(cats), 1)), order="F")
+        if len(cats):
+            for j, c in enumerate(columns):  # a loop over rater columns, vectorised over rows
+                codes[:, j] = np.where(present[:, j], _encode(c, cats), -1)
         bad = present & (codes < 0)
         if bad.any() and len(cats):
             rows, cols = np.nonzero(bad)
-            where = [f"row {df.index[r]!r}, column {raters[c]!r}: {values[r, c]!r}" for r, c in zip(rows, cols)]
-            problems.append(f"ratings not among the categories {_show(cats)}: {_show(where, 5)}")
+            where = [
+                f"row {_r(df.index[r])}, column {_r(raters[c])}: {_r(block.iat[r, c])}" for r, c in zip(rows[:5], cols[:5])
+            ]
+            if rows.size > 5:
+                where.append(f"... ({rows.size - 5} more cells)")
+            problems.append(f"ratings not among the categories {_show(cats)}: {'; '.join(where)}")
+        if fmt == "wide" and len(cats) and not present.any():
+            problems.append("no ratings: every rater column is empty")
         if tally is not None:
-            t = df[tally]
-            num = pd.to_numeric(t, errors="coerce")
-            bad_t = np.flatnonzero(
-                (num.isna() | (num < 0) | (np.mod(num.fillna(0), 1) != 0)).to_numpy()
-            )
-            if bad_t.size:
-                problems.append(
-                    f"tally column {tally!r} must hold non-negative integers; rows {_show(df.index[bad_t])} "
-                    f"hold {_show(t.iloc[bad_t].tolist())}"
-                )
-            weight = num.fillna(0).to_numpy().astype(np.int64)
+            weight = _check_tally(df, tally, problems)
+            if not problems and weight.sum() == 0:
+                problems.append(f"tally column {_r(tally)} is all zero: there are no items")
+            if not present.any() and len(cats):
+                problems.append("no ratings: every rater column is empty")
         else:
             weight = np.ones(len(df), dtype=np.int64)
-        if not problems and tally is not None:
-            dup = pd.DataFrame(codes).duplicated(keep=False).to_numpy()
-            if dup.any():
-                problems.append(
-                    f"pattern rows repeat (rows {_show(df.index[dup])}); each pattern must appear once "
-                    "with its total tally (sum the tallies, e.g. df.groupby(raters).sum())"
-                )
         if label_col is not None:
             labels = df[label_col]
             if labels.isna().any():
-                problems.append(f"item column {label_col!r} has missing values at rows {_show(df.index[labels.isna().to_numpy()])}")
-            unit_labels = pd.Index(labels.to_numpy(), name=label_col)
+                problems.append(
+                    f"item column {_r(label_col)} has missing values at rows {_show(df.index[labels.isna().to_numpy()])}"
+                )
+            unit_labels = _tidy_index(pd.Index(labels.to_numpy())).rename(label_col)
+            if unit_labels.has_duplicates:
+                problems.append(
+                    f"item column {_r(label_col)} repeats labels {_show(unit_labels[unit_labels.duplicated()].unique())}: "
+                    "a wide table holds one row per item; use long format for repeated ratings"
+                )
         else:
             unit_labels = df.index.copy()
             if unit_labels.name is None:
                 unit_labels = unit_labels.rename("pattern" if tally is not None else "item")
-        if unit_labels.has_duplicates:
-            problems.append(f"item labels repeat in a wide table: {_show(unit_labels[unit_labels.duplicated()].unique())}; "
-                            "use long format for repeated ratings")
+            if unit_labels.hasnans:
+                problems.append("the index (row labels) has missing values")
+            if unit_labels.has_duplicates:
+                dups = _show(unit_labels[unit_labels.duplicated()].unique())
+                if tally is None:
+                    problems.append(
+                        f"item labels (the index) repeat: {dups}; a wide table holds one row per item: "
+                        "use long format for repeated ratings"
+                    )
+                else:
+                    problems.append(
+                        f"pattern row labels (the index) repeat: {dups}; reset it with df.reset_index(drop=True)"
+                    )
         _raise(problems)
         unit, rater_col = np.nonzero(codes >= 0)
-        return cls(
+        data = cls(
             unit=unit,
             rater=rater_col,
             rating=codes[unit, rater_col],
@@ -444,6 +752,23 @@ class RatingData:
             source_format=fmt,
             _columns={"tally": tally} if tally is not None else {},
         )
+        if tally is not None:
+            pattern, first = data._pattern_ids()
+            if first.size < data.n_units:
+                size = np.bincount(pattern)
+                groups = np.flatnonzero(size > 1)
+                shown = [
+                    f"rows {_show(df.index[np.flatnonzero(pattern == g)])} share one pattern" for g in groups[:5]
+                ]
+                if groups.size > 5:
+                    shown.append(f"... ({groups.size - 5} more repeated patterns)")
+                _raise(
+                    [
+                        f"pattern rows repeat: {'; '.join(shown)}; each pattern must appear once with its total "
+                        f"tally (e.g. df.groupby({_r(raters)}, dropna=False, as_index=False)[{_r(tally)}].sum())"
+                    ]
+                )
+        return data
 
     # ------------------------------------------------------------ exporters
     def _rating_values(self, codes: np.ndarray) -> pd.Categorical:
@@ -490,17 +815,23 @@ class RatingData:
             _, first, n = np.unique(key, return_index=True, return_counts=True)
             i = first[n > 1][0]
             raise RatingDataError(
-                f"{target} format cannot hold repeated ratings: item {self.unit_labels[self.unit[i]]!r} was rated "
-                f"{n[n > 1][0]} times by rater {self.rater_labels[self.rater[i]]!r} "
+                f"{target} format cannot hold repeated ratings: item {_r(self.unit_labels[self.unit[i]])} was rated "
+                f"{n[n > 1][0]} times by rater {_r(self.rater_labels[self.rater[i]])} "
                 f"({int((n > 1).sum())} such item-rater pairs); keep the data in long format"
             )
 
+    def _code_dtype(self) -> np.dtype:
+        """Smallest signed integer type holding the codes -1 .. K-1 (categorical codes)."""
+        return np.min_scalar_type(-max(self.n_categories, 1))
+
     def _code_table(self) -> np.ndarray:
-        table = np.full((self.n_units, self.n_raters), -1, dtype=np.int64)
+        """Dense (I, J) table of rating codes, -1 where not rated."""
+        table = np.full((self.n_units, self.n_raters), -1, dtype=self._code_dtype())
         table[self.unit, self.rater] = self.rating
         return table
 
     def _table_frame(self, table: np.ndarray) -> pd.DataFrame:
+        table = np.asfortranarray(table)  # contiguous columns
         return pd.DataFrame(
             {lab: self._rating_values(table[:, j]) for j, lab in enumerate(self.rater_labels)}
         )
@@ -533,16 +864,58 @@ class RatingData:
         self._refuse_repeats("grouped")
         tally = tally or self._columns.get("tally", "n")
         if tally in list(self.rater_labels):
-            raise RatingDataError(f"tally column name {tally!r} clashes with a rater label; pass tally=...")
-        table = self._code_table()
-        keys, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.ravel()
-        n = np.bincount(inverse, weights=self.weight, minlength=len(keys)).astype(np.int64)
-        order = np.argsort(first, kind="stable")
-        out = self._table_frame(keys[order])
+            raise RatingDataError(f"tally column name {_r(tally)} clashes with a rater label; pass tally=...")
+        pattern, first = self._pattern_ids()
+        P = first.size
+        n = np.bincount(pattern, weights=self.weight, minlength=P).astype(np.int64)
+        keys = np.full((P, self.n_raters), -1, dtype=self._code_dtype())
+        is_first = np.zeros(self.n_units, dtype=bool)
+        is_first[first] = True
+        rows = is_first[self.unit]
+        keys[pattern[self.unit[rows]], self.rater[rows]] = self.rating[rows]
+        out = self._table_frame(keys)
         out.columns = self.rater_labels
-        out[tally] = n[order]
+        out[tally] = n
         return out
+
+    def _pattern_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rating pattern of each unit.
+
+        Returns
+        -------
+        pattern : int array, shape (I,)
+            Pattern code of each unit, numbered in order of first appearance.
+        first : int array, shape (P,)
+            The first unit showing each pattern.
+
+        Units are hashed from their sparse ratings (a sum of random 64-bit
+        words, one per rater and rating) and the grouping is then checked
+        exactly against the count matrix; should two patterns ever collide
+        the dense table is compared row by row instead.  Assumes no rater
+        rated a unit twice.
+        """
+        K = self.n_categories
+        words = np.random.default_rng(20240607).integers(
+            1, np.iinfo(np.int64).max, size=self.n_raters * K, dtype=np.int64
+        ).astype(np.uint64)
+        order = np.argsort(self.unit, kind="stable")
+        unit = self.unit[order]
+        h = np.zeros(self.n_units, dtype=np.uint64)
+        if unit.size:
+            starts = np.flatnonzero(np.r_[True, unit[1:] != unit[:-1]])
+            h[unit[starts]] = np.add.reduceat(words[(self.rater * K + self.rating)[order]], starts)
+        pattern, uniques = pd.factorize(h)
+        pattern = pattern.astype(np.int64)
+        first = np.full(len(uniques), self.n_units, dtype=np.int64)
+        np.minimum.at(first, pattern, np.arange(self.n_units, dtype=np.int64))
+        rep = self.counts[first[pattern]]
+        if (self.counts != rep).nnz:  # a hash collision: fall back to the exact dense comparison
+            _, first, pattern = np.unique(self._code_table(), axis=0, return_index=True, return_inverse=True)
+            relabel = np.empty(first.size, dtype=np.int64)
+            order = np.argsort(first, kind="stable")
+            relabel[order] = np.arange(first.size)
+            return relabel[pattern.ravel()], first[order].astype(np.int64)
+        return pattern, first
 
     def to_frame(self, data_format: DataFormat = "long") -> pd.DataFrame:
         """Table in the given format (see :meth:`to_long`, :meth:`to_wide`, :meth:`to_grouped`)."""
@@ -573,20 +946,82 @@ def _check_frame(df: Any, problems: list[str]) -> None:
         problems.append(f"duplicated column names: {_show(df.columns[df.columns.duplicated()].unique())}")
 
 
+def _check_roles(cols: dict[str, Any], problems: list[str]) -> None:
+    """The same column may not play two roles (item, rater, rating)."""
+    seen: dict[Any, str] = {}
+    for role, name in cols.items():
+        if name in seen:
+            problems.append(f"column {_r(name)} is given both as the {seen[name]} column and as the {role} column")
+        else:
+            seen[name] = role
+
+
+def _check_ambiguous(df: pd.DataFrame, used: list[Any], problems: list[str]) -> None:
+    """Columns whose names differ but print the same (``1`` and ``"1"``) are ambiguous."""
+    keys: dict[str, list[Any]] = {}
+    for c in df.columns:
+        keys.setdefault(str(c), []).append(c)
+    clashes = [g for g in keys.values() if len(g) > 1 and any(c in used for c in g)]
+    if clashes:
+        shown = "; ".join(" and ".join(_r(c) for c in g) for g in clashes[:5])
+        problems.append(f"ambiguous column names that print the same: {shown}; rename them")
+
+
+def _missing_column(name: Any, role: str, df: pd.DataFrame) -> str:
+    """'column not found' message with close matches (case, spaces, str vs int)."""
+    msg = f"{role} column {_r(name)} not found; columns are {_show(df.columns, 20)}"
+    want = str(name).strip().lower()
+    close = [c for c in df.columns if str(c).strip().lower() == want]
+    if not close:
+        lookup = {str(c).strip().lower(): c for c in df.columns}
+        close = [lookup[m] for m in difflib.get_close_matches(want, list(lookup), n=3, cutoff=0.75)]
+    if close:
+        msg += f" (did you mean {' or '.join(_r(c) for c in close)}?)"
+    return msg
+
+
+def _check_tally(df: pd.DataFrame, tally: Any, problems: list[str]) -> np.ndarray:
+    """Tallies as int64 (I,); reports non-integer, negative or missing ones."""
+    t = df[tally]
+    if pd.api.types.is_bool_dtype(t.dtype):
+        problems.append(f"tally column {_r(tally)} must hold non-negative integers; it holds booleans")
+        return np.zeros(len(df), dtype=np.int64)
+    num = pd.to_numeric(t, errors="coerce").astype(float)
+    arr = num.to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(arr) | (arr < 0) | (np.mod(arr, 1) != 0)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        problems.append(
+            f"tally column {_r(tally)} must hold non-negative integers; rows {_show(df.index[rows])} "
+            f"hold {_show(t.iloc[rows].tolist())}"
+        )
+    return np.where(bad, 0, arr).astype(np.int64)
+
+
 def _suggest_format(df: pd.DataFrame, asked: str) -> str | None:
-    cols = [str(c).lower() for c in df.columns]
+    """A hint at the likely format when the asked one does not fit."""
+    cols = [str(c).strip().lower() for c in df.columns]
     if asked != "long" and {"item", "rater", "rating"} <= set(cols):
         return "hint: the columns item, rater, rating suggest long data (data_format='long')"
-    if asked != "grouped" and cols and cols[-1] in ("n", "count", "tally", "freq", "frequency"):
-        return f"hint: the last column {df.columns[-1]!r} looks like a tally: is this grouped data (data_format='grouped')?"
-    if asked == "long":
-        return "hint: one column per rater suggests wide data (data_format='wide') or grouped data with a tally column"
+    if asked != "grouped" and cols and cols[-1] in ("n", "count", "tally", "freq", "frequency", "weight"):
+        return (
+            f"hint: the last column {_r(df.columns[-1])} looks like a tally: is this grouped data "
+            f"(data_format='grouped', tally={_r(df.columns[-1])})?"
+        )
+    if asked == "grouped" and cols and cols[-1] in ("count", "tally", "freq", "frequency", "weight"):
+        return f"hint: the last column {_r(df.columns[-1])} looks like the tally: pass tally={_r(df.columns[-1])}"
+    if asked == "long" and not ({"item", "rater", "rating"} & set(cols)):
+        return (
+            "hint: name the columns with item=..., rater=..., rating=...; a table with one column per "
+            "rater is wide data (data_format='wide'), or grouped data if it has a tally column"
+        )
     return None
 
 
 def _check_format(data_format: str) -> None:
     if data_format not in _FORMATS:
-        raise ValueError(f"data_format must be one of {_FORMATS}, got {data_format!r}")
+        raise ValueError(f"data_format must be one of {_FORMATS}, got {_r(data_format)}")
 
 
 def as_rating_data(

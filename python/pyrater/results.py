@@ -18,7 +18,10 @@ Intervals default to 90% (rater's convention; ArviZ's default is 89%).
 
 from __future__ import annotations
 
-from typing import Literal
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -27,10 +30,67 @@ import xarray as xr
 from .data import RatingData
 from .models import Model
 
-__all__ = ["Fit", "DEFAULT_PROB"]
+__all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load"]
 
 DEFAULT_PROB = 0.9
+_SAVE_FORMAT = 1
 Which = Literal["pi", "theta", "z"]
+
+
+def parameter_names(data: RatingData) -> tuple[list[str], list[str]]:
+    """Flat names ``pi[k]`` (K,) and ``theta[rater, k, l]`` (J*K*K,) with user labels."""
+    cats = [str(c) for c in data.categories]
+    pi_names = [f"pi[{c}]" for c in cats]
+    theta_names = [f"theta[{r}, {k}, {l}]" for r in data.rater_labels for k in cats for l in cats]
+    return pi_names, theta_names
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """What :meth:`Fit.summary` returns; ``print()`` it for a readable report.
+
+    Attributes
+    ----------
+    model : str
+        Model title.
+    priors : dict
+        Resolved prior hyperparameters.
+    method : str
+    info : dict
+        Method details (engine, chains, draws, run time, convergence, ...).
+    parameters : DataFrame
+        One row per parameter (pi, then theta[rater, category, rating]):
+        ``mean`` (or ``estimate``), interval bounds, and for MCMC ``rhat``
+        and ``ess_bulk``.
+    classes : DataFrame
+        Per item: the most probable class ``z`` and the class probabilities.
+    """
+
+    model: str
+    priors: dict
+    method: str
+    info: dict
+    parameters: pd.DataFrame
+    classes: pd.DataFrame
+
+    def __str__(self) -> str:
+        lines = [f"{self.model} fitted by {self.method}"]
+        for key, value in self.info.items():
+            lines.append(f"  {key}: {value}")
+        lines.append("Priors:")
+        for key, value in self.priors.items():
+            arr = np.asarray(value)
+            text = np.array2string(arr, precision=3, threshold=12) if arr.size <= 16 else (
+                f"array of shape {arr.shape}, range [{arr.min():.3g}, {arr.max():.3g}]"
+            )
+            lines.append(f"  {key}: {text}")
+        with pd.option_context("display.max_rows", 40, "display.width", 120):
+            lines += ["Parameters:", self.parameters.round(3).to_string()]
+            lines += ["Classes:", self.classes.round(3).to_string()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:  # pragma: no cover - notebook display
+        return "<pre>" + str(self).replace("&", "&amp;").replace("<", "&lt;") + "</pre>"
 
 
 class Fit:
@@ -134,3 +194,73 @@ class Fit:
         draws = self.posterior_samples(which)
         q = draws.quantile([(1 - prob) / 2, (1 + prob) / 2], dim="draw")
         return q.rename(quantile="bound").assign_coords(bound=["lower", "upper"])
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """Save the fit (data, estimates or draws, settings) to ``path`` (pickle).
+
+        Load it back with :func:`pyrater.load`.  As with any pickle, only
+        load files you trust.
+        """
+        path = Path(path)
+        with path.open("wb") as fh:
+            pickle.dump({"format": _SAVE_FORMAT, "fit": self}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        return path
+
+    # -------------------------------------------------------------- summary
+    def _summary_info(self) -> dict[str, Any]:
+        return {}
+
+    def _priors(self) -> dict[str, np.ndarray]:
+        return self.model.priors(self.data.n_categories, self.data.n_raters)
+
+    def _diagnostics_table(self) -> pd.DataFrame | None:
+        return None
+
+    def summary(self, prob: float = DEFAULT_PROB) -> FitSummary:
+        """Model, priors and method; a table of pi and theta; classes per item.
+
+        For fits with draws the table has the posterior mean, the central
+        ``prob`` interval, ``rhat`` and ``ess_bulk``; otherwise the point
+        estimate.
+        """
+        pi_names, theta_names = parameter_names(self.data)
+        index = pd.Index(pi_names + theta_names, name="parameter")
+        if self.has_draws:
+            pi, theta = self._draws()
+            flat = np.concatenate([pi, theta.reshape(theta.shape[0], -1)], axis=1)
+            lo, hi = (1 - prob) / 2, (1 + prob) / 2
+            table = pd.DataFrame(
+                {
+                    "mean": flat.mean(axis=0),
+                    f"{100 * lo:g}%": np.quantile(flat, lo, axis=0),
+                    f"{100 * hi:g}%": np.quantile(flat, hi, axis=0),
+                },
+                index=index,
+            )
+            diag = self._diagnostics_table()
+            if diag is not None:
+                table = table.join(diag[["rhat", "ess_bulk"]])
+        else:
+            pi, theta = self._point()
+            table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
+        probs = self.class_probabilities()
+        classes = probs.copy()
+        classes.insert(0, "z", self.point_estimate("z"))
+        return FitSummary(
+            model=self.model.title,
+            priors=self._priors(),
+            method=self.method,
+            info=self._summary_info(),
+            parameters=table,
+            classes=classes,
+        )
+
+
+def load(path: str | Path) -> Fit:
+    """Load a fit saved with ``fit.save(path)``.  Only load files you trust (pickle)."""
+    with Path(path).open("rb") as fh:
+        obj = pickle.load(fh)
+    if not isinstance(obj, dict) or obj.get("format") != _SAVE_FORMAT or not isinstance(obj.get("fit"), Fit):
+        raise ValueError(f"{path} is not a pyrater fit file (format {_SAVE_FORMAT})")
+    return obj["fit"]

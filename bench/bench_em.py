@@ -1,0 +1,322 @@
+"""Benchmark: pyrater's EM against crowd-kit's DawidSkene, side by side in one run.
+
+Simulated Dawid-Skene data (K = 5 categories, 5 distinct raters per item,
+items = ratings / 5, J = min(5000, max(50, ratings / 200)) raters, rater's
+default priors for pi and theta) at 1e4 .. 1e7 ratings.  Both methods start
+from the soft majority vote and run the same fixed number of iterations
+(``tol`` disabled); each method runs in its own subprocess so that its peak
+memory (``ru_maxrss``) is its own.
+
+crowd-kit is not a dependency of pyrater: install it in a separate virtual
+environment and pass its interpreter::
+
+    python -m venv /tmp/benchenv && /tmp/benchenv/bin/pip install crowd-kit
+    python bench/bench_em.py --crowdkit-python /tmp/benchenv/bin/python
+
+Iteration semantics.  crowd-kit: a majority-vote init, one M-step, then
+``n_iter`` x (E-step, M-step, evidence lower bound).  pyrater: an M-step from
+the majority vote, then ``n_iter`` x (E-step with the log-likelihood, M-step),
+the last M-step skipped.  Time per iteration = fit time / iterations (setup
+included for both); pyrater's loop-only time is reported too.
+
+Usage::
+
+    python bench/bench_em.py [--sizes 1e4 1e5 1e6 1e7] [--iters 10 10 10 5]
+                             [--crowdkit-python PATH | --no-crowdkit] [--json out.json]
+
+The worker modes (``worker-pyrater``, ``worker-crowdkit``) are internal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+K = 5
+RATERS_PER_ITEM = 5
+SEED = 20261121
+
+
+def n_raters_for(n_ratings: int) -> int:
+    return int(min(5000, max(50, n_ratings // 200)))
+
+
+def peak_mib() -> float:
+    """Peak resident memory of this process in MiB.
+
+    Read from ``VmHWM`` in /proc/self/status (the high-water mark of this
+    process's own address space).  ``ru_maxrss`` is not used: on Linux a
+    child started by fork + exec inherits the parent's resident size at the
+    fork in it.  Falls back to ``ru_maxrss`` where /proc is absent.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+# ------------------------------------------------------------------- simulation
+
+
+def simulate(n_ratings: int, out: Path) -> dict:
+    """Simulate with pyrater.simulate and store the codes as int32 .npy files."""
+    from pyrater.simulate import simulate_dawid_skene
+
+    I = n_ratings // RATERS_PER_ITEM
+    J = n_raters_for(n_ratings)
+    sim = simulate_dawid_skene(I, J, n_categories=K, raters_per_item=RATERS_PER_ITEM, seed=SEED)
+    d = sim.data
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "item.npy", d.unit.astype(np.int32))
+    np.save(out / "rater.npy", d.rater.astype(np.int32))
+    np.save(out / "rating.npy", d.rating.astype(np.int32))
+    np.save(out / "z.npy", sim.z.astype(np.int32))
+    # accuracy of the Bayes classifier that knows the true parameters
+    from pyrater.kernel import class_log_posterior
+
+    lp, _ = class_log_posterior(d.counts, np.log(sim.pi), np.log(sim.theta))
+    oracle = float(np.mean(lp.argmax(1) == sim.z))
+    return {"n_ratings": int(d.n_ratings), "n_items": I, "n_raters": J, "oracle_accuracy": oracle}
+
+
+# ---------------------------------------------------------------------- workers
+
+
+def worker_pyrater(folder: Path, n_iter: int) -> dict:
+    import warnings
+
+    from pyrater.data import RatingData
+    from pyrater.em import EMConvergenceWarning, em
+
+    base = current_mib()
+    item = np.load(folder / "item.npy")
+    rater = np.load(folder / "rater.npy")
+    rating = np.load(folder / "rating.npy")
+    z = np.load(folder / "z.npy")
+    t0 = time.perf_counter()
+    data = RatingData.from_codes(item, rater, rating, n_categories=K, n_items=z.size)
+    del item, rater, rating
+    t_codes = time.perf_counter() - t0
+    data.counts  # the per-unit count matrix (cached on the data; built once)
+    t_data = time.perf_counter() - t0
+    mem_data = peak_mib()
+    t1 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EMConvergenceWarning)  # a fixed number of iterations on purpose
+        fit = em(data, method="ml", tol=0.0, max_iter=n_iter)
+    t_fit = time.perf_counter() - t1
+    acc = float(np.mean(fit.class_probs.argmax(1) == z))
+    return {
+        "method": "pyrater",
+        "iterations": fit.n_iter,
+        "data_s": t_data,
+        "counts_s": t_data - t_codes,
+        "fit_s": t_fit,
+        "per_iter_s": t_fit / fit.n_iter,
+        "loop_per_iter_s": sum(fit.timings["loop"]) / fit.n_iter,
+        "setup_s": fit.timings["setup"],
+        "accuracy": acc,
+        "log_lik": fit.log_lik,
+        "compressed": fit.compressed,
+        "rss_after_imports_mib": base,
+        "peak_after_data_mib": mem_data,
+        "peak_mib": peak_mib(),
+    }
+
+
+def worker_crowdkit(folder: Path, n_iter: int) -> dict:
+    import pandas as pd
+    from crowdkit.aggregation import DawidSkene
+
+    base = current_mib()
+    item = np.load(folder / "item.npy")
+    rater = np.load(folder / "rater.npy")
+    rating = np.load(folder / "rating.npy")
+    z = np.load(folder / "z.npy")
+    t0 = time.perf_counter()
+    df = pd.DataFrame({"task": item, "worker": rater, "label": rating})
+    del item, rater, rating
+    t_data = time.perf_counter() - t0
+    mem_data = peak_mib()
+    t1 = time.perf_counter()
+    ds = DawidSkene(n_iter=n_iter, tol=-np.inf).fit(df)
+    t_fit = time.perf_counter() - t1
+    iters = len(ds.loss_history_)
+    labels = ds.labels_.reindex(np.arange(z.size))
+    acc = float(np.mean(labels.to_numpy() == z))
+    return {
+        "method": "crowd-kit",
+        "iterations": iters,
+        "data_s": t_data,
+        "fit_s": t_fit,
+        "per_iter_s": t_fit / iters,
+        "accuracy": acc,
+        "rss_after_imports_mib": base,
+        "peak_after_data_mib": mem_data,
+        "peak_mib": peak_mib(),
+    }
+
+
+# ----------------------------------------------------------------------- driver
+
+
+def bandwidth_gbs(n_bytes: int = 2**29, repeats: int = 5) -> float:
+    """Copy bandwidth in GB/s (bytes read + bytes written) of a numpy copy."""
+    a = np.ones(n_bytes // 8)
+    b = np.empty_like(a)
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.nbytes / best / 1e9
+
+
+def one_pass_bytes(n_ratings: int, n_items: int) -> int:
+    """Bytes of one pass over the data: CSR counts (float64 data + int32 indices),
+    int32 indptr, and one (I, K) float64 array of class probabilities."""
+    return n_ratings * 12 + (n_items + 1) * 4 + n_items * K * 8
+
+
+def run_worker(python: str, mode: str, folder: Path, n_iter: int) -> dict:
+    cmd = [python, os.path.abspath(__file__), mode, str(folder), str(n_iter)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"method": mode.split("-")[1], "error": proc.stderr.strip().splitlines()[-1:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def versions(crowdkit_python: str | None) -> dict:
+    import scipy
+
+    out = {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__}
+    if crowdkit_python:
+        code = (
+            "import sys, numpy, pandas, importlib.metadata as m;"
+            "print(sys.version.split()[0], numpy.__version__, pandas.__version__, m.version('crowd-kit'))"
+        )
+        res = subprocess.run([crowdkit_python, "-c", code], capture_output=True, text=True)
+        if res.returncode == 0:
+            py, npv, pdv, ck = res.stdout.split()
+            out["crowdkit_env"] = {"python": py, "numpy": npv, "pandas": pdv, "crowd-kit": ck}
+    try:
+        cpu = [ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+               if ln.startswith("Model name")][0]
+    except Exception:  # noqa: BLE001 - lscpu missing is not fatal
+        cpu = platform.processor()
+    out["cpu"] = cpu
+    out["cores"] = os.cpu_count()
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6, 1e7])
+    ap.add_argument("--iters", nargs="+", type=int, default=None,
+                    help="iterations per size (default 10, and 5 at 1e7 ratings)")
+    ap.add_argument("--crowdkit-python", default="/tmp/benchenv/bin/python")
+    ap.add_argument("--no-crowdkit", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--markdown", default=None, help="also write a Markdown table here")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes]
+    iters = args.iters or [5 if s >= 10**7 else 10 for s in sizes]
+    if len(iters) != len(sizes):
+        ap.error("--iters needs one value per size")
+    ck = None if args.no_crowdkit else args.crowdkit_python
+    if ck and not Path(ck).exists():
+        ap.error(f"crowd-kit interpreter {ck} not found; create the venv (see the module docstring) or pass --no-crowdkit")
+
+    info = versions(ck)
+    info["bandwidth_GBps"] = bandwidth_gbs()
+    print(json.dumps(info), flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_em_") as tmp:
+        for n, n_iter in zip(sizes, iters):
+            folder = Path(tmp) / f"n{n}"
+            meta = simulate(n, folder)
+            bound = one_pass_bytes(meta["n_ratings"], meta["n_items"]) / (info["bandwidth_GBps"] * 1e9)
+            results = [run_worker(sys.executable, "worker-pyrater", folder, n_iter)]
+            if ck:
+                results.append(run_worker(ck, "worker-crowdkit", folder, n_iter))
+            for r in results:
+                r.update(meta)
+                r["one_pass_bound_s"] = bound
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+    print()
+    head = (f"{'ratings':>9} {'items':>8} {'raters':>6} {'method':>9} {'iters':>5} {'s/iter':>9} "
+            f"{'total s':>8} {'peak MiB':>9} {'accuracy':>8} {'oracle':>7} {'x pass':>7}")
+    print(head)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['n_ratings']:>9} {r['method']:>28} ERROR {r['error']}")
+            continue
+        print(f"{r['n_ratings']:>9} {r['n_items']:>8} {r['n_raters']:>6} {r['method']:>9} {r['iterations']:>5} "
+              f"{r['per_iter_s']:>9.4f} {r['fit_s']:>8.2f} {r['peak_mib']:>9.0f} {r['accuracy']:>8.4f} "
+              f"{r['oracle_accuracy']:>7.4f} {r['per_iter_s'] / r['one_pass_bound_s']:>7.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"info": info, "rows": rows}, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown_table(rows))
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The results as a Markdown table, with the speed-up of pyrater over crowd-kit."""
+    by_n: dict[int, dict[str, dict]] = {}
+    for r in rows:
+        by_n.setdefault(r["n_ratings"], {})[r["method"]] = r
+    out = [
+        "| ratings | items | raters | method | iterations | s / iteration | loop s / iteration | total fit s "
+        "| data build s | peak RSS MiB | accuracy | oracle accuracy | one-pass bound ms | x bound | speed-up |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, methods in sorted(by_n.items()):
+        ck = methods.get("crowd-kit")
+        for name in ("pyrater", "crowd-kit"):
+            r = methods.get(name)
+            if r is None:
+                continue
+            if "error" in r:
+                out.append(f"| {n:,} | | | {name} | error: {r['error']} |" + " |" * 10)
+                continue
+            loop = f"{r['loop_per_iter_s']:.4f}" if "loop_per_iter_s" in r else "n/a"
+            speed = ""
+            if name == "pyrater" and ck and "error" not in ck:
+                speed = f"{ck['per_iter_s'] / r['per_iter_s']:.0f}x"
+            out.append(
+                f"| {n:,} | {r['n_items']:,} | {r['n_raters']:,} | {name} | {r['iterations']} | {r['per_iter_s']:.4f} "
+                f"| {loop} | {r['fit_s']:.2f} | {r['data_s']:.2f} | {r['peak_mib']:.0f} | {r['accuracy']:.4f} "
+                f"| {r['oracle_accuracy']:.4f} | {1e3 * r['one_pass_bound_s']:.3f} "
+                f"| {r['per_iter_s'] / r['one_pass_bound_s']:.0f} | {speed} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1].startswith("worker-"):
+        mode, folder, n_iter = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+        fn = worker_pyrater if mode == "worker-pyrater" else worker_crowdkit
+        print(json.dumps(fn(folder, n_iter)), flush=True)
+    else:
+        main()

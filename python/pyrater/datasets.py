@@ -1,0 +1,75 @@
+"""Built-in example data.
+
+:func:`example_ratings` is a small, seeded clinical-style data set with
+string labels, an incomplete design and some repeated ratings: the example
+used by the README's main command (``pyrater demo``) and the notebooks.
+It is simulated from the Dawid-Skene model, so the truth is known.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .simulate import Simulation, simulate_dawid_skene
+
+__all__ = ["example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
+
+EXAMPLE_CATEGORIES = ("absent", "mild", "severe")
+EXAMPLE_RATERS = ("dr_adams", "dr_baker", "dr_chen", "dr_diaz", "dr_evans", "dr_fox")
+EXAMPLE_SEED = 2023
+
+
+def example_simulation(n_items: int = 150, seed: int = EXAMPLE_SEED) -> Simulation:
+    """The simulation behind :func:`example_ratings` (truth included).
+
+    Six raters of varying quality; each item is rated by four of them and
+    then rated once more by ``dr_adams`` (so ``dr_adams`` has repeated
+    ratings of some items).
+    """
+    K = len(EXAMPLE_CATEGORIES)
+    pi = np.array([0.5, 0.3, 0.2])
+    accuracy = np.array([0.9, 0.8, 0.75, 0.7, 0.65, 0.55])
+    theta = np.empty((len(EXAMPLE_RATERS), K, K))
+    for j, acc in enumerate(accuracy):
+        # errors fall mostly on the neighbouring category of the ordinal scale
+        dist = np.abs(np.subtract.outer(np.arange(K), np.arange(K)))
+        off = np.divide(1.0, dist**2, out=np.zeros((K, K)), where=dist > 0)
+        off /= off.sum(axis=1, keepdims=True)
+        theta[j] = acc * np.eye(K) + (1 - acc) * off
+    return simulate_dawid_skene(
+        n_items=n_items, n_raters=len(EXAMPLE_RATERS), n_categories=K, pi=pi, theta=theta, raters_per_item=4, seed=seed
+    )
+
+
+def example_ratings(n_items: int = 150, seed: int = EXAMPLE_SEED) -> pd.DataFrame:
+    """A long table (item, rater, rating) with string labels.
+
+    Items are ``"case_001"`` ..., raters ``dr_adams`` ... ``dr_fox``, ratings
+    ``absent`` / ``mild`` / ``severe``.  Items rated by ``dr_adams`` get a
+    second rating from ``dr_adams`` (a repeated rating).
+    """
+    sim = example_simulation(n_items=n_items, seed=seed)
+    data = sim.data
+    item = data.unit
+    rater = data.rater
+    rating = data.rating
+    # a second look by rater 0 at the items it rated, drawn from its error matrix
+    rng = np.random.default_rng(seed + 1)
+    again = np.flatnonzero(rater == 0)
+    z = np.asarray(sim.z)[item[again]]
+    u = rng.random(again.size)
+    second = (u[:, None] > np.cumsum(sim.theta[0][z], axis=1)).sum(axis=1)
+    item = np.concatenate([item, item[again]])
+    rater = np.concatenate([rater, rater[again]])
+    rating = np.concatenate([rating, second])
+    order = np.lexsort((rater, item))
+    width = len(str(n_items))
+    labels = np.array([f"case_{int(i):0{width}d}" for i in data.unit_labels])
+    return pd.DataFrame(
+        {
+            "item": labels[item[order]],
+            "rater": np.asarray(EXAMPLE_RATERS)[rater[order]],
+            "rating": np.asarray(EXAMPLE_CATEGORIES)[rating[order]],
+        }
+    )

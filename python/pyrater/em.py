@@ -1,0 +1,853 @@
+"""Maximum likelihood and MAP estimation by EM for the Dawid-Skene family.
+
+The EM algorithm of Dawid & Skene (1979) alternates two sparse products with
+the per-unit count matrix ``C`` of shape ``(I, J*K)`` built once
+(:attr:`pyrater.RatingData.counts`):
+
+E-step (the shared kernel, :func:`pyrater.kernel.log_joint`)
+    ``log p(y_i, z_i = k) = log pi_k + (C @ LT)[i, k]`` with
+    ``LT[j*K + l, k] = log theta[j, k, l]``, then
+    ``T[i, k] = P(z_i = k | y_i)`` by a log-sum-exp over ``k``.
+M-step
+    expected counts ``N[j, k, l] = sum_i w_i T[i, k] C[i, j*K + l]``, i.e.
+    ``C.T @ (w[:, None] * T)`` reshaped, and class totals
+    ``n_k = sum_i w_i T[i, k]``; then
+
+    * ML, full model:  ``pi_k = n_k / sum(n)``, ``theta[j, k, l] = N[j, k, l] / sum_l N[j, k, l]``
+    * MAP, full model: ``pi_k ∝ n_k + alpha_k - 1``,
+      ``theta[j, k, l] ∝ N[j, k, l] + beta[j, k, l] - 1``
+    * homogeneous: one matrix, ``theta[k, l] ∝ sum_j N[j, k, l] (+ beta[k, l] - 1)``
+    * class-conditional: ``theta[j, k, k] = p[j, k]``,
+      ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)`` for ``l != k``, with
+      ``p[j, k] = (N[j, k, k] + beta1_k - 1) / (sum_l N[j, k, l] + beta1_k + beta2_k - 2)``
+      (ML: drop the prior terms).
+
+``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
+per distinct rating pattern), so the cost of grouped data scales with the
+number of patterns.  Long data can be compressed into its distinct count rows
+automatically (``compress``); the estimates are the same and the class
+probabilities are mapped back to every item.
+
+Every sum over items is a sparse product or a column reduction; there is no
+Python loop over ratings or items (loops run over the K categories only).
+
+Rows with no information
+------------------------
+Under ML, when rater ``j`` has zero expected count for true class ``k``
+(``sum_l N[j, k, l] = 0``, e.g. the rater never rated an item that can be of
+class ``k``) the likelihood does not depend on ``theta[j, k, :]`` and the ML
+estimate of that row is not defined.  We set it to the uniform row ``1/K``
+(for the class-conditional model ``p[j, k] = 1/K``), which keeps every
+quantity finite, and flag the row in :attr:`EMFit.empty_rows`.  The same
+happens under MAP when the row's hyperparameters are all 1.
+
+Reference
+---------
+A. P. Dawid and A. M. Skene (1979). Maximum likelihood estimation of observer
+error-rates using the EM algorithm. *Journal of the Royal Statistical
+Society, Series C (Applied Statistics)* 28(1), 20-28.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.special import gammaln, xlog1py, xlogy
+
+from .data import RatingData, as_rating_data
+from .kernel import _clamp_known, log_joint, log_theta_matrix
+
+try:  # the C routine behind ``csr_matrix @ dense``; lets the E-step reuse its output buffer
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - other scipy layouts fall back to the public product
+    _csr_matvecs = None
+from .models import (
+    ClassConditionalDawidSkene,
+    DawidSkene,
+    HierarchicalDawidSkene,
+    HomogeneousDawidSkene,
+    Model,
+    get_model,
+)
+from .results import Fit
+
+__all__ = ["em", "EMFit", "EMConvergenceWarning", "soft_majority_vote"]
+
+Method = Literal["ml", "map"]
+_METHODS = ("ml", "map")
+_INITS = ("majority", "random")
+# "auto" compresses long data when the distinct count rows are at most this share of the units
+_AUTO_COMPRESS_SHARE = 0.5
+# rows per block when hashing count rows (bounds the temporary memory)
+_HASH_BLOCK_NNZ = 1 << 21
+
+
+class EMConvergenceWarning(UserWarning):
+    """EM stopped at ``max_iter`` before the change in the objective fell below ``tol``."""
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass(eq=False, repr=False)
+class EMFit(Fit):
+    """Result of :func:`em`.
+
+    Attributes
+    ----------
+    data : RatingData
+    model : Model
+    method : {"em_ml", "em_map"}
+    pi : array, shape (K,)
+        Estimated prevalence of each true class.
+    theta : array, shape (J, K, K)
+        Estimated error matrices, ``theta[j, k, l] = P(rater j says l | class k)``.
+    class_probs : array, shape (I, K)
+        ``P(z_i = k | y_i, pi, theta)`` at the estimate, one row per unit of
+        ``data`` (item, or pattern for grouped data); one-hot for known items.
+    log_lik : float
+        Observed-data log-likelihood ``sum_i w_i log p(y_i)`` at the estimate
+        (for items with a known class, ``log p(y_i, z_i)``).
+    log_lik_trace : array, shape (n_iter,)
+        The objective after each iteration: the log-likelihood for ML, the
+        log-posterior ``log_lik + log p(pi, theta)`` (full prior densities,
+        up to the constant ``-log p(y)``) for MAP.  EM never decreases it.
+    n_iter : int
+        Number of iterations (E-steps) of the kept run.
+    converged : bool
+        True when ``|trace[t] - trace[t-1]| <= tol * max(1, |trace[t]|)``
+        was reached before ``max_iter``.
+    log_posterior : float or None
+        Final objective for MAP (``None`` for ML).
+    objective : {"log_likelihood", "log_posterior"}
+        What :attr:`log_lik_trace` holds.
+    priors : dict or None
+        Hyperparameters used for MAP (``None`` for ML).
+    empty_rows : bool array, shape (J, K)
+        Rows ``theta[j, k, :]`` with zero expected count and flat prior, set
+        to uniform (see the module notes).
+    restart_objectives : array, shape (1 + n_restarts,)
+        Final objective of each run: the ``init`` run first, then the random
+        restarts.  The kept run is the best.
+    best_run : int
+        Index of the kept run in :attr:`restart_objectives`.
+    n_fitted_units : int
+        Number of units EM iterated over (distinct count rows if compressed).
+    compressed : bool
+        True when long data was compressed into distinct count rows.
+    timings : dict
+        Seconds spent in ``setup`` (validation, counts, compression,
+        initialisation) and in the EM ``loop`` of every run.
+    """
+
+    data: RatingData = field(repr=False)
+    model: Model
+    method: str
+    pi: np.ndarray = field(repr=False)
+    theta: np.ndarray = field(repr=False)
+    class_probs: np.ndarray = field(repr=False)
+    log_lik: float
+    log_lik_trace: np.ndarray = field(repr=False)
+    n_iter: int
+    converged: bool
+    log_posterior: float | None = None
+    objective: str = "log_likelihood"
+    priors: dict | None = field(default=None, repr=False)
+    empty_rows: np.ndarray | None = field(default=None, repr=False)
+    restart_objectives: np.ndarray | None = field(default=None, repr=False)
+    best_run: int = 0
+    n_fitted_units: int = 0
+    compressed: bool = False
+    timings: dict = field(default_factory=dict, repr=False)
+
+    def _point(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.pi, self.theta
+
+    def _class_probs(self) -> np.ndarray:
+        return self.class_probs
+
+    def _priors(self) -> dict[str, np.ndarray]:
+        # ML uses no prior: show none rather than the model's unused defaults
+        return dict(self.priors) if self.priors is not None else {}
+
+    def _summary_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "algorithm": "EM (Dawid & Skene 1979), " + ("posterior mode" if self.priors is not None else "maximum likelihood"),
+            "iterations": self.n_iter,
+            "converged": self.converged,
+            "log-likelihood": round(self.log_lik, 4),
+        }
+        if self.log_posterior is not None:
+            info["log-posterior (unnormalised)"] = round(self.log_posterior, 4)
+        if self.restart_objectives is not None and self.restart_objectives.size > 1:
+            info["runs (init + restarts)"] = int(self.restart_objectives.size)
+            info["kept run"] = self.best_run
+        info["units iterated"] = self.n_fitted_units
+        if self.empty_rows is not None and self.empty_rows.any():
+            info["uninformed theta rows set uniform"] = int(self.empty_rows.sum())
+        return info
+
+    def __repr__(self) -> str:
+        return (
+            f"EMFit({self.model.title}, method={self.method!r}, n_iter={self.n_iter}, "
+            f"converged={self.converged}, log_lik={self.log_lik:.6g}, K={self.pi.size}, J={self.theta.shape[0]})"
+        )
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def soft_majority_vote(counts: sp.spmatrix, n_categories: int) -> np.ndarray:
+    """Share of each category among each unit's ratings (soft majority vote).
+
+    Parameters
+    ----------
+    counts : sparse matrix, shape (I, J*K)
+        Per-unit count matrix (:attr:`pyrater.RatingData.counts`).
+    n_categories : int
+        K.
+
+    Returns
+    -------
+    array, shape (I, K)
+        ``T[i, l] = sum_j C[i, j*K + l] / sum_{j, l} C[i, j*K + l]``; a unit
+        without ratings gets ``1/K``.
+    """
+    K = int(n_categories)
+    JK = counts.shape[1]
+    # (J*K, K) dense indicator of the rating l of column j*K + l: one sparse-dense product
+    sel = np.tile(np.eye(K), (JK // K, 1))
+    votes = np.asarray(counts @ sel, dtype=float)
+    total = votes.sum(axis=1)
+    empty = total <= 0
+    votes[empty] = 1.0
+    total[empty] = K
+    votes /= total[:, None]
+    return votes
+
+
+# a row's sum of exp(lj - shift) must lie in [_LO, _HI] for the shifted pass to be kept
+_LO, _HI = 1e-200, 1e200
+
+
+def _normalise_rows_in_place(lj: np.ndarray, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Turn log joint probabilities (I, K) into class probabilities in place.
+
+    Parameters
+    ----------
+    lj : array (I, K)
+        Overwritten with ``exp(lj - logsumexp(lj))``.
+    shift : array (I,), optional
+        A guess of each row's log-sum-exp (EM passes the previous iteration's
+        per-unit log-likelihood, which moves little between iterations).
+        ``exp(lj - shift)`` then needs no row maximum, the slowest part of a
+        log-sum-exp over a short trailing axis in numpy.  Without ``shift``
+        the exact row maximum is used (taken column by column: K passes).
+
+    Returns
+    -------
+    log_sum : array (I,)
+        ``log sum_k exp(lj[i, k])``.
+    redo : int array
+        Rows whose shifted sum fell outside ``[1e-200, 1e200]`` (the guess was
+        off by more than ~460 nats): their output is not valid and the
+        caller must recompute them with ``shift=None``.  Rows kept have a
+        largest term above 1e-201, so every term that matters is a normal
+        double and the result equals the max-shifted log-sum-exp up to
+        rounding.  Always empty when ``shift`` is None.
+    """
+    K = lj.shape[1]
+    if shift is None:
+        c = lj[:, 0].copy()
+        for k in range(1, K):
+            np.maximum(c, lj[:, k], out=c)
+    else:
+        c = shift.copy()
+    lt = lj.T  # (K, I) view: broadcasting an (I,) vector along it runs long inner loops
+    np.subtract(lt, c, out=lt)
+    with np.errstate(over="ignore"):
+        np.exp(lj, out=lj)
+    s = lj @ np.ones(K)
+    if shift is None:
+        redo = np.empty(0, dtype=np.int64)
+    else:
+        redo = np.flatnonzero(~((s >= _LO) & (s <= _HI)))
+        s[redo] = 1.0
+    np.divide(lt, s, out=lt)
+    np.log(s, out=s)
+    s += c
+    return s, redo
+
+
+def _row_hash(counts: sp.csr_matrix, known: np.ndarray | None) -> np.ndarray:
+    """64-bit order-independent hash of each row's (column, count) entries and known class."""
+    I = counts.shape[0]
+    indptr = counts.indptr
+    out = np.zeros(I, dtype=np.uint64)
+    c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+    c3, c4 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31 = np.uint64(30), np.uint64(27), np.uint64(31)
+    # blocks of rows holding about _HASH_BLOCK_NNZ entries (loop over blocks, not items)
+    bounds = np.searchsorted(indptr, np.arange(0, counts.nnz + _HASH_BLOCK_NNZ, _HASH_BLOCK_NNZ), side="right") - 1
+    bounds = np.unique(np.clip(np.append(bounds, I), 0, I))
+    with np.errstate(over="ignore"):
+        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+            a, b = indptr[r0], indptr[r1]
+            h = counts.indices[a:b].astype(np.uint64) * c1
+            h ^= counts.data[a:b].astype(np.uint64) * c2
+            # splitmix64 finaliser
+            h ^= h >> s30
+            h *= c3
+            h ^= h >> s27
+            h *= c4
+            h ^= h >> s31
+            cs = np.zeros(b - a + 1, dtype=np.uint64)
+            np.cumsum(h, out=cs[1:])
+            local = indptr[r0 : r1 + 1] - a
+            out[r0:r1] = cs[local[1:]] - cs[local[:-1]]
+        out += (np.diff(indptr).astype(np.uint64) + np.uint64(1)) * c3
+        if known is not None:
+            out += (known.astype(np.int64) + 2).astype(np.uint64) * c4
+    return out
+
+
+def _same_rows(counts: sp.csr_matrix, rows: np.ndarray, reps: np.ndarray) -> bool:
+    """True when ``counts[rows[t]] == counts[reps[t]]`` for every t (exact check)."""
+    indptr = counts.indptr
+    n = np.diff(indptr)
+    if not np.array_equal(n[rows], n[reps]):
+        return False
+    a = counts[rows]
+    b = counts[reps]
+    a.sort_indices()
+    b.sort_indices()
+    return bool(np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data))
+
+
+def _may_compress(counts: sp.csr_matrix) -> bool:
+    """Cheap necessary condition for "auto" compression to pay off.
+
+    Rows with different (number of entries, first column, last column) differ,
+    so the number of distinct such keys is a lower bound on the number of
+    distinct rows; when it exceeds the share that "auto" accepts, the full
+    row hashing is skipped.
+    """
+    I, JK = counts.shape
+    if not counts.has_sorted_indices:
+        return True
+    n = np.diff(counts.indptr)
+    has = n > 0
+    first = np.zeros(I, dtype=np.int64)
+    last = np.zeros(I, dtype=np.int64)
+    first[has] = counts.indices[counts.indptr[:-1][has]]
+    last[has] = counts.indices[counts.indptr[1:][has] - 1]
+    key = (n.astype(np.int64) * JK + first) * JK + last if JK < 2**20 else first * JK + last
+    return len(pd.unique(key)) <= _AUTO_COMPRESS_SHARE * I
+
+
+def _compress(
+    counts: sp.csr_matrix, weight: np.ndarray, known: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Distinct count rows (with the same known class): representatives and inverse.
+
+    Returns ``(first, inverse)`` with ``counts[first[inverse]] == counts`` row
+    for row, or ``None`` when a hash collision made the exact check fail.
+    """
+    keys = _row_hash(counts, known)
+    inverse, uniq = pd.factorize(keys)
+    inverse = inverse.astype(np.int64)
+    G = len(uniq)
+    # pandas numbers the groups in order of first appearance
+    new = np.empty(inverse.size, dtype=bool)
+    new[:1] = True
+    np.greater(inverse[1:], np.maximum.accumulate(inverse)[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    if first.size != G:  # pragma: no cover - pandas guarantees order of appearance
+        return None
+    dup = np.flatnonzero(first[inverse] != np.arange(counts.shape[0]))
+    if dup.size:
+        reps = first[inverse[dup]]
+        if known is not None and not np.array_equal(known[dup], known[reps]):
+            return None
+        if not _same_rows(counts, dup, reps):
+            return None
+    return first, inverse
+
+
+@dataclass
+class _Problem:
+    """What the EM loop works on (possibly compressed units)."""
+
+    counts: sp.csr_matrix  # (I', J*K)
+    weight: np.ndarray  # (I',) float
+    unit_weights: bool  # all weights are 1
+    known: np.ndarray | None  # (I',) codes, -1 unknown
+    J: int
+    K: int
+    fast: bool = True  # reuse E-step buffers through scipy's csr_matvecs
+
+    def __post_init__(self) -> None:
+        c = self.counts
+        self.fast = bool(self.fast and _csr_matvecs is not None and isinstance(c, sp.csr_matrix) and c.dtype == np.float64)
+
+
+@dataclass
+class _Prior:
+    """MAP hyperparameters (all >= 1) and the log prior density."""
+
+    kind: str
+    alpha: np.ndarray  # (K,)
+    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
+    beta1: np.ndarray | None = None  # (K,) class-conditional
+    beta2: np.ndarray | None = None
+
+    def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
+        lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
+        if self.kind == "dawid_skene":
+            lp += _log_dirichlet(theta, self.beta)
+        elif self.kind == "homogeneous":
+            lp += _log_dirichlet(theta[0], self.beta)
+        else:
+            K = pi.size
+            p = theta[:, np.arange(K), np.arange(K)]
+            b1, b2 = self.beta1[None, :], self.beta2[None, :]
+            lp += float(
+                np.sum(gammaln(b1 + b2) - gammaln(b1) - gammaln(b2) + xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p))
+            )
+        return float(lp)
+
+
+def _log_dirichlet(x: np.ndarray, a: np.ndarray) -> float:
+    """Sum of Dirichlet log densities of the rows (last axis) of ``x``."""
+    return float(np.sum(gammaln(a.sum(-1)) - gammaln(a).sum(-1) + xlogy(a - 1, x).sum(-1)))
+
+
+def _check_at_least_one(name: str, value: np.ndarray, model: Model) -> None:
+    if np.any(value < 1):
+        raise ValueError(
+            f"MAP by EM needs every hyperparameter >= 1 (below 1 the posterior density is unbounded at "
+            f"the boundary and has no mode); {model.title} has {name} with minimum {float(np.min(value)):g}. "
+            "Use method='ml', or priors with all hyperparameters >= 1"
+        )
+
+
+def _make_prior(model: Model, K: int, J: int) -> tuple[_Prior, dict]:
+    pri = model.priors(K, J)
+    _check_at_least_one("alpha", pri["alpha"], model)
+    if isinstance(model, DawidSkene):
+        _check_at_least_one("beta", pri["beta"], model)
+        return _Prior("dawid_skene", pri["alpha"], beta=pri["beta"]), pri
+    if isinstance(model, HomogeneousDawidSkene):
+        _check_at_least_one("beta", pri["beta"], model)
+        return _Prior("homogeneous", pri["alpha"], beta=pri["beta"]), pri
+    _check_at_least_one("beta1", pri["beta1"], model)
+    _check_at_least_one("beta2", pri["beta2"], model)
+    return _Prior("class_conditional", pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"]), pri
+
+
+def _kind(model: Model) -> str:
+    if isinstance(model, HierarchicalDawidSkene):
+        raise ValueError(
+            "the hierarchical Dawid-Skene model has no closed-form M-step and is not supported by EM; "
+            "fit it with Stan (method='mcmc' or 'optimize'), or use model='dawid_skene', "
+            "'class_conditional' or 'homogeneous' with EM"
+        )
+    if isinstance(model, DawidSkene):
+        return "dawid_skene"
+    if isinstance(model, HomogeneousDawidSkene):
+        return "homogeneous"
+    if isinstance(model, ClassConditionalDawidSkene):
+        return "class_conditional"
+    raise ValueError(f"EM does not support the model {model!r}")
+
+
+def _normalise(num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normalise the last axis; zero rows become uniform.  Returns (probs, empty mask)."""
+    tot = num.sum(axis=-1, keepdims=True)
+    empty = tot[..., 0] <= 0
+    out = np.divide(num, tot, out=np.full_like(num, 1.0 / num.shape[-1]), where=tot > 0)
+    return out, empty
+
+
+def _m_step(
+    prob: _Problem, T: np.ndarray, kind: str, prior: _Prior | None, wT: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pi (K,), theta (J, K, K) and the empty-row mask (J, K) from class probabilities T."""
+    J, K = prob.J, prob.K
+    if prob.unit_weights:
+        src = T
+    else:
+        np.multiply(T, prob.weight[:, None], out=wT)
+        src = wT
+    n_k = prob.weight @ T  # BLAS gemv: numpy's sum over a long axis of an (I, K) array is slower
+    # N_flat[j*K + l, k] = sum_i C[i, j*K + l] w_i T[i, k]; C.T is CSC: a scatter into a small output
+    N = np.asarray(prob.counts.T @ src).reshape(J, K, K).transpose(0, 2, 1)  # (J, k, l)
+    if prior is not None:
+        n_k = n_k + (prior.alpha - 1.0)
+    pi, _ = _normalise(n_k)
+    if kind == "dawid_skene":
+        if prior is not None:
+            N = N + (prior.beta - 1.0)
+        theta, empty = _normalise(np.ascontiguousarray(N))
+    elif kind == "homogeneous":
+        N0 = N.sum(axis=0)
+        if prior is not None:
+            N0 = N0 + (prior.beta - 1.0)
+        theta0, empty0 = _normalise(N0)
+        theta = np.broadcast_to(theta0, (J, K, K)).copy()
+        empty = np.broadcast_to(empty0, (J, K)).copy()
+    else:  # class-conditional
+        diag = N[:, np.arange(K), np.arange(K)]  # (J, K)
+        tot = N.sum(axis=2)
+        if prior is not None:
+            diag = diag + (prior.beta1 - 1.0)[None, :]
+            tot = tot + (prior.beta1 + prior.beta2 - 2.0)[None, :]
+        empty = tot <= 0
+        p = np.divide(diag, tot, out=np.full_like(diag, 1.0 / K), where=~empty)
+        theta = np.repeat(((1.0 - p) / (K - 1))[:, :, None], K, axis=2)
+        theta[:, np.arange(K), np.arange(K)] = p
+    return pi, theta, empty
+
+
+def _log_joint_into(counts: sp.csr_matrix, log_pi: np.ndarray, log_theta: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:func:`pyrater.kernel.log_joint` written into a reused buffer ``out`` (I, K).
+
+    Same maths and the same C routine as ``counts @ log_theta_matrix(log_theta) + log_pi``
+    (scipy's ``csr_matvecs``, which accumulates into its output): the buffer
+    starts as ``log_pi`` in every row, so no zeroing pass and no fresh
+    allocation (and page faults) per iteration.
+    """
+    I, JK = counts.shape
+    K = out.shape[1]
+    out[...] = log_pi
+    _csr_matvecs(I, JK, K, counts.indptr, counts.indices, counts.data, log_theta_matrix(log_theta).ravel(), out.ravel())
+    return out
+
+
+def _e_step(
+    prob: _Problem,
+    pi: np.ndarray,
+    theta: np.ndarray,
+    out: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """E-step via the shared kernel: class probabilities, per-unit and total log-likelihood.
+
+    Parameters
+    ----------
+    out : array (I', K), optional
+        C-contiguous float buffer that receives the class probabilities (the
+        fast path); otherwise :func:`pyrater.kernel.log_joint` allocates it.
+    shift : array (I',), optional
+        The previous per-unit log-likelihoods, used as log-sum-exp shifts
+        (see :func:`_normalise_rows_in_place`); rows where that guess is too
+        far off are recomputed exactly with the kernel.
+
+    Returns
+    -------
+    T : array (I', K)
+    ll_units : array (I',)
+        ``log p(y_i)`` (``log p(y_i, z_i)`` for known units).
+    ll : float
+        ``sum_i w_i ll_units[i]``.
+    """
+    with np.errstate(divide="ignore"):
+        log_pi, log_theta = np.log(pi), np.log(theta)
+    if out is not None and prob.fast:
+        lj = _log_joint_into(prob.counts, log_pi, log_theta, out)
+    else:
+        lj = log_joint(prob.counts, log_pi, log_theta)
+    lj = _clamp_known(lj, prob.known)
+    ll_units, redo = _normalise_rows_in_place(lj, shift)
+    if redo.size:
+        sub = _clamp_known(log_joint(prob.counts[redo], log_pi, log_theta), None if prob.known is None else prob.known[redo])
+        ll_units[redo], _ = _normalise_rows_in_place(sub)
+        lj[redo] = sub
+    ll = float(ll_units.sum()) if prob.unit_weights else float(prob.weight @ ll_units)
+    return lj, ll_units, ll
+
+
+def _clamp_T(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
+    if known is not None:
+        rows = np.flatnonzero(known >= 0)
+        if rows.size:
+            T[rows] = 0.0
+            T[rows, known[rows]] = 1.0
+    return T
+
+
+def _run(
+    prob: _Problem, T: np.ndarray, kind: str, prior: _Prior | None, tol: float, max_iter: int
+) -> dict[str, Any]:
+    """One EM run from class probabilities T (modified)."""
+    wT = None if prob.unit_weights else np.empty_like(T)
+    trace: list[float] = []
+    converged = False
+    pi, theta, empty = _m_step(prob, T, kind, prior, wT)
+    # the M-step has consumed T: its memory receives every E-step (no per-iteration allocation)
+    buf = np.ascontiguousarray(T) if prob.fast else None
+    ll = np.nan
+    ll_units = None
+    for it in range(max_iter):
+        T, ll_units, ll = _e_step(prob, pi, theta, out=buf, shift=ll_units)
+        obj = ll if prior is None else ll + prior.log_density(pi, theta)
+        trace.append(obj)
+        if it > 0 and abs(obj - trace[-2]) <= tol * max(1.0, abs(obj)):
+            converged = True
+            break
+        if it + 1 < max_iter:
+            pi, theta, empty = _m_step(prob, T, kind, prior, wT)
+    return {
+        "pi": pi,
+        "theta": theta,
+        "empty": empty,
+        "T": T,
+        "log_lik": ll,
+        "trace": np.asarray(trace),
+        "converged": converged,
+    }
+
+
+def _check_init(init: Any, I: int, K: int) -> np.ndarray | str:
+    if isinstance(init, str):
+        if init not in _INITS:
+            raise ValueError(f"init must be one of {_INITS} or an (I, K) array of class probabilities; got {init!r}")
+        return init
+    try:
+        arr = np.array(init, dtype=float)  # a copy: the user's array is never modified
+    except (TypeError, ValueError):
+        raise ValueError("init must be 'majority', 'random' or an (I, K) array of class probabilities") from None
+    if arr.shape != (I, K):
+        raise ValueError(f"init array must have shape (I, K) = ({I}, {K}); got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError("init array must hold finite, non-negative class probabilities")
+    tot = arr.sum(axis=1)
+    if np.any(tot <= 0):
+        raise ValueError(f"init array rows {np.flatnonzero(tot <= 0)[:8].tolist()} are all zero")
+    arr /= tot[:, None]
+    return arr
+
+
+# ----------------------------------------------------------------------------- em
+
+
+def em(
+    data: "RatingData | pd.DataFrame",
+    model: "str | Model" = "dawid_skene",
+    method: Method = "ml",
+    known: "dict | pd.Series | None" = None,
+    init: "str | np.ndarray" = "majority",
+    n_restarts: int = 0,
+    tol: float = 1e-8,
+    max_iter: int = 1000,
+    seed: "int | np.random.Generator | None" = None,
+    data_format: Literal["long", "wide", "grouped"] = "long",
+    compress: "bool | Literal['auto']" = "auto",
+) -> EMFit:
+    """Fit a Dawid-Skene-family model by EM (Dawid & Skene 1979): ML or MAP.
+
+    Parameters
+    ----------
+    data : RatingData or DataFrame
+        Ratings in any design; repeated ratings of an item by a rater are
+        allowed.  A DataFrame is read with ``data_format``.
+    model : str or model object
+        ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
+        (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
+        ``"homogeneous"`` (one matrix for all raters), or a model object from
+        :mod:`pyrater.models` carrying its priors.  The hierarchical model is
+        not supported by EM.
+    method : {"ml", "map"}
+        Maximum likelihood, or the posterior mode under the model's priors
+        (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
+        on ``p[j, k]`` for the class-conditional model).  MAP requires every
+        hyperparameter to be >= 1 (otherwise the mode may not exist) and
+        raises :class:`ValueError` if not.  With all hyperparameters equal to
+        1, MAP equals ML.
+    known : dict or Series, optional
+        ``{item label: category label}`` for items whose true class is known;
+        their class probabilities are clamped to one-hot during EM
+        (semi-supervised EM).
+    init : {"majority", "random"} or array (I, K)
+        Initial class probabilities: the soft majority vote (share of each
+        category among the unit's ratings), a Dirichlet(1, ..., 1) draw, or
+        your own array (rows are normalised; the array is not modified).
+        EM starts with an M-step from these probabilities.
+    n_restarts : int
+        Extra runs from random initial class probabilities (Dirichlet(1) per
+        unit).  The run with the highest final objective is kept; the
+        ``init`` run is kept unless a restart beats it by more than
+        ``tol * max(1, |objective|)`` (so label-switched copies of the same
+        optimum do not replace it).
+    tol : float
+        Convergence when ``|f_t - f_{t-1}| <= tol * max(1, |f_t|)`` for the
+        objective ``f`` (log-likelihood for ML, log-posterior for MAP).
+    max_iter : int
+        Maximum number of iterations (E-steps) per run.  A run that stops
+        there warns with :class:`EMConvergenceWarning`.
+    seed : int or numpy Generator, optional
+        Seed of :func:`numpy.random.default_rng` for random inits/restarts.
+    data_format : {"long", "wide", "grouped"}
+        Format of a DataFrame ``data``.
+    compress : bool or "auto"
+        Iterate over the distinct count rows of the data (each with the
+        number of items sharing it as weight) and map class probabilities
+        back to every item.  ``"auto"`` compresses non-grouped data when the
+        distinct rows are at most half the items.  Estimates are identical
+        either way.
+
+    Returns
+    -------
+    EMFit
+        ``pi`` (K,), ``theta`` (J, K, K), ``class_probs`` (I, K),
+        ``log_lik``, ``log_lik_trace``, ``n_iter``, ``converged``, ...
+
+    Notes
+    -----
+    Iteration ``t`` is an M-step followed by an E-step; the E-step computes
+    the objective at the new estimate, so ``log_lik_trace[t]`` is the
+    objective at the estimate returned if EM stopped at ``t``, and the
+    class probabilities are those at the returned estimate.  EM never
+    decreases the objective, with or without known items.  The
+    log-likelihood of an item with known class is ``log p(y_i, z_i)``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from pyrater.em import em
+    >>> df = pd.DataFrame({"item": [1, 1, 2, 2, 3, 3], "rater": ["a", "b"] * 3,
+    ...                    "rating": [1, 1, 2, 2, 1, 2]})
+    >>> fit = em(df, model="class_conditional")
+    >>> fit.class_probabilities().shape
+    (3, 2)
+    """
+    t0 = time.perf_counter()
+    # ---- validate the arguments before any heavy work
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    model_obj = get_model(model)
+    kind = _kind(model_obj)
+    if isinstance(n_restarts, bool) or not isinstance(n_restarts, (int, np.integer)) or n_restarts < 0:
+        raise ValueError(f"n_restarts must be a non-negative integer, got {n_restarts!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        raise ValueError(f"tol must be a non-negative number, got {tol!r}") from None
+    if not tol >= 0:
+        raise ValueError(f"tol must be a non-negative number, got {tol!r}")
+    if compress not in (True, False, "auto"):
+        raise ValueError(f"compress must be True, False or 'auto', got {compress!r}")
+    rng = np.random.default_rng(seed)
+
+    data = as_rating_data(data, data_format)
+    I, J, K = data.n_units, data.n_raters, data.n_categories
+    if data.n_ratings == 0 or data.weight.sum() <= 0:
+        raise ValueError("the data hold no rated items (all tallies are zero)")
+    init_checked = _check_init(init, I, K)
+    prior, prior_values = (None, None)
+    if method == "map":
+        prior, prior_values = _make_prior(model_obj, K, J)
+    known_codes = data.known_codes(known)
+
+    # ---- the problem EM iterates over (the user's data is never modified)
+    counts = data.counts
+    weight = data.weight.astype(float)
+    first = inverse = None
+    if compress is True or (compress == "auto" and not data.is_grouped and I >= 4 and _may_compress(counts)):
+        comp = _compress(counts, weight, known_codes)
+        if comp is not None:
+            first_c, inv_c = comp
+            if compress is True or first_c.size <= _AUTO_COMPRESS_SHARE * I:
+                first, inverse = first_c, inv_c
+    if first is not None:
+        G = first.size
+        w_c = np.bincount(inverse, weights=weight, minlength=G)
+        prob = _Problem(
+            counts=counts[first],
+            weight=w_c,
+            unit_weights=bool(np.all(w_c == 1.0)),
+            known=None if known_codes is None else known_codes[first],
+            J=J,
+            K=K,
+        )
+    else:
+        prob = _Problem(
+            counts=counts,
+            weight=weight,
+            unit_weights=bool(np.all(weight == 1.0)),
+            known=known_codes,
+            J=J,
+            K=K,
+        )
+    n_fit = prob.counts.shape[0]
+
+    def start(which: "str | np.ndarray") -> np.ndarray:
+        if isinstance(which, np.ndarray):
+            T0 = which
+            if first is not None:  # weighted mean within each group (same first M-step)
+                wsum = np.bincount(inverse, weights=weight, minlength=n_fit)
+                T0 = np.stack([np.bincount(inverse, weights=weight * which[:, k], minlength=n_fit) for k in range(K)], 1)
+                flat = wsum <= 0
+                T0[~flat] /= wsum[~flat, None]
+                if flat.any():
+                    T0[flat] = which[first[flat]]
+        elif which == "majority":
+            T0 = soft_majority_vote(prob.counts, K)
+        else:
+            T0 = rng.dirichlet(np.ones(K), size=n_fit)
+        return _clamp_T(np.array(T0, dtype=float), prob.known)
+
+    setup = time.perf_counter() - t0
+    runs = []
+    loop_times = []
+    for r in range(1 + n_restarts):
+        t1 = time.perf_counter()
+        T0 = start(init_checked if r == 0 else "random")
+        runs.append(_run(prob, T0, kind, prior, tol, int(max_iter)))
+        loop_times.append(time.perf_counter() - t1)
+    finals = np.array([run["trace"][-1] for run in runs])
+    best = 0
+    for r in range(1, len(runs)):
+        if finals[r] > finals[best] + tol * max(1.0, abs(finals[best])):
+            best = r
+    res = runs[best]
+    if not res["converged"]:
+        warnings.warn(
+            f"EM did not converge in max_iter={max_iter} iterations (last change "
+            f"{abs(res['trace'][-1] - res['trace'][-2]) if len(res['trace']) > 1 else float('nan'):.3g}, "
+            f"tol={tol:g}); increase max_iter",
+            EMConvergenceWarning,
+            stacklevel=2,
+        )
+    T = res["T"]
+    class_probs = T[inverse] if inverse is not None else T
+    ll = res["log_lik"]
+    return EMFit(
+        data=data,
+        model=model_obj,
+        method=f"em_{method}",
+        pi=res["pi"],
+        theta=res["theta"],
+        class_probs=class_probs,
+        log_lik=float(ll),
+        log_lik_trace=res["trace"],
+        n_iter=int(res["trace"].size),
+        converged=bool(res["converged"]),
+        log_posterior=float(res["trace"][-1]) if prior is not None else None,
+        objective="log_posterior" if prior is not None else "log_likelihood",
+        priors=prior_values,
+        empty_rows=res["empty"],
+        restart_objectives=finals,
+        best_run=best,
+        n_fitted_units=n_fit,
+        compressed=first is not None,
+        timings={"setup": setup, "loop": loop_times},
+    )

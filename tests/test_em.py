@@ -1,0 +1,552 @@
+"""EM for the Dawid-Skene family: ML, MAP, grouped and long paths, known items."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from conftest import shared_file
+from pyrater.data import RatingData
+from pyrater.em import EMConvergenceWarning, EMFit, em, soft_majority_vote
+from pyrater.kernel import class_log_posterior
+from pyrater.models import (
+    ClassConditionalDawidSkene,
+    DawidSkene,
+    HierarchicalDawidSkene,
+    HomogeneousDawidSkene,
+)
+from pyrater.simulate import (
+    class_conditional_theta,
+    simulate_class_conditional,
+    simulate_dawid_skene,
+    simulate_homogeneous,
+)
+
+VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
+PI3 = np.array([0.5, 0.3, 0.2])
+
+
+def _theta_ds(J: int, K: int, seed: int) -> np.ndarray:
+    """Diagonal-heavy rater-specific error matrices."""
+    rng = np.random.default_rng(seed)
+    beta = np.full((K, K), 1.0)
+    np.fill_diagonal(beta, 12.0)
+    return np.stack([np.stack([rng.dirichlet(beta[k]) for k in range(K)]) for _ in range(J)])
+
+
+def _simulate(variant: str, n_items: int = 1500, n_raters: int = 6, seed: int = 0, raters_per_item=None):
+    K = 3
+    if variant == "dawid_skene":
+        return simulate_dawid_skene(n_items, n_raters, pi=PI3, theta=_theta_ds(n_raters, K, seed),
+                                    raters_per_item=raters_per_item, seed=seed)
+    if variant == "class_conditional":
+        p = np.random.default_rng(seed).uniform(0.6, 0.9, size=(n_raters, K))
+        return simulate_class_conditional(n_items, n_raters, pi=PI3, p=p, raters_per_item=raters_per_item, seed=seed)
+    return simulate_homogeneous(n_items, n_raters, pi=PI3, theta=_theta_ds(1, K, seed)[0],
+                                raters_per_item=raters_per_item, seed=seed)
+
+
+def _log_prior(fit) -> float:
+    """Log prior density of fit.pi and fit.theta under fit.priors, via scipy.stats."""
+    pri, K = fit.priors, fit.pi.size
+    lp = stats.dirichlet.logpdf(fit.pi, pri["alpha"])
+    if "beta1" in pri:
+        p = fit.theta[:, np.arange(K), np.arange(K)]
+        return lp + stats.beta.logpdf(p, pri["beta1"], pri["beta2"]).sum()
+    if pri["beta"].ndim == 2:  # homogeneous: one matrix
+        return lp + sum(stats.dirichlet.logpdf(fit.theta[0, k], pri["beta"][k]) for k in range(K))
+    J = fit.theta.shape[0]
+    return lp + sum(stats.dirichlet.logpdf(fit.theta[j, k], pri["beta"][j, k]) for j in range(J) for k in range(K))
+
+
+def _oracle_accuracy(sim) -> float:
+    """Accuracy of the Bayes classifier that knows the true pi and theta."""
+    with np.errstate(divide="ignore"):
+        lp, _ = class_log_posterior(sim.data.counts, np.log(sim.pi), np.log(sim.theta))
+    return float(np.mean(lp.argmax(1) == sim.z))
+
+
+@pytest.fixture(scope="module")
+def anesthesia() -> RatingData:
+    return RatingData.from_long(pd.read_csv(shared_file("anesthesia.csv")))
+
+
+@pytest.fixture(scope="module")
+def caries_grouped() -> RatingData:
+    return RatingData.from_grouped(pd.read_csv(shared_file("caries.csv")))
+
+
+# ------------------------------------------------------------------ recovery
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_em_recovers_simulated_truth(variant):
+    sim = _simulate(variant, n_items=3000, seed=11)
+    fit = em(sim.data, model=variant)
+    assert isinstance(fit, EMFit) and fit.method == "em_ml"
+    assert fit.converged
+    np.testing.assert_allclose(fit.pi, sim.pi, atol=0.03)
+    assert np.abs(fit.theta - sim.theta).max() < 0.06
+    acc = np.mean(fit.class_probs.argmax(1) == sim.z)
+    assert acc >= _oracle_accuracy(sim) - 0.01
+    assert acc > 0.85
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_em_recovers_truth_incomplete_design_with_repeats(variant):
+    sim = _simulate(variant, n_items=2500, n_raters=10, seed=5, raters_per_item=4)
+    fit = em(sim.data, model=variant, method="map")
+    assert fit.method == "em_map" and fit.converged
+    np.testing.assert_allclose(fit.pi, sim.pi, atol=0.04)
+    assert np.mean(fit.class_probs.argmax(1) == sim.z) >= _oracle_accuracy(sim) - 0.015
+
+
+def test_class_conditional_theta_has_its_structure():
+    sim = _simulate("class_conditional", seed=3)
+    fit = em(sim.data, model="class_conditional")
+    K = 3
+    p = fit.theta[:, np.arange(K), np.arange(K)]
+    np.testing.assert_allclose(fit.theta, class_conditional_theta(p), atol=1e-14)
+    fit_h = em(sim.data, model="homogeneous")
+    assert np.ptp(fit_h.theta, axis=0).max() == 0.0
+
+
+# ------------------------------------------------------------------ textbook
+
+
+def _textbook_em(n: np.ndarray, n_iter: int):
+    """Dawid & Skene's updates written as explicit loops.
+
+    n[i][j][l] = number of times rater j gave rating l to item i.
+    """
+    I, J, K = n.shape
+    T = [[0.0] * K for _ in range(I)]
+    for i in range(I):  # soft majority vote
+        tot = sum(n[i][j][l] for j in range(J) for l in range(K))
+        for l in range(K):
+            T[i][l] = sum(n[i][j][l] for j in range(J)) / tot
+    trace = []
+    for _ in range(n_iter):
+        pi = [sum(T[i][k] for i in range(I)) / I for k in range(K)]
+        theta = [[[0.0] * K for _ in range(K)] for _ in range(J)]
+        for j in range(J):
+            for k in range(K):
+                den = sum(T[i][k] * n[i][j][l] for i in range(I) for l in range(K))
+                for l in range(K):
+                    num = sum(T[i][k] * n[i][j][l] for i in range(I))
+                    theta[j][k][l] = num / den if den > 0 else 1.0 / K
+        ll = 0.0
+        for i in range(I):
+            joint = []
+            for k in range(K):
+                p = pi[k]
+                for j in range(J):
+                    for l in range(K):
+                        p *= theta[j][k][l] ** n[i][j][l]
+                joint.append(p)
+            s = sum(joint)
+            ll += np.log(s)
+            T[i] = [v / s for v in joint]
+        trace.append(ll)
+    return np.array(pi), np.array(theta), np.array(T), np.array(trace)
+
+
+def test_em_equals_textbook_loops_on_tiny_example():
+    # 5 items, 3 raters, 2 categories; rater 0 rated item 0 twice, rater 2 skipped item 4
+    rows = [
+        (0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 2, 1),
+        (1, 0, 1), (1, 1, 1), (1, 2, 1),
+        (2, 0, 0), (2, 1, 1), (2, 2, 0),
+        (3, 0, 1), (3, 1, 0), (3, 2, 1),
+        (4, 0, 0), (4, 1, 0),
+    ]
+    df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
+    n = np.zeros((5, 3, 2))
+    for i, j, l in rows:
+        n[i, j, l] += 1
+    fit = em(df, tol=1e-13, max_iter=500, compress=False)
+    pi, theta, T, trace = _textbook_em(n, fit.n_iter)
+    np.testing.assert_allclose(fit.pi, pi, rtol=1e-10)
+    np.testing.assert_allclose(fit.theta, theta, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(fit.class_probs, T, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(fit.log_lik_trace, trace, rtol=1e-12)
+    assert fit.log_lik == pytest.approx(trace[-1], rel=1e-12)
+
+
+def test_class_probs_agree_with_the_kernel(anesthesia):
+    fit = em(anesthesia, model="dawid_skene", known={1: 2, 5: 1})
+    known = anesthesia.known_codes({1: 2, 5: 1})
+    with np.errstate(divide="ignore"):
+        lp, ll = class_log_posterior(anesthesia.counts, np.log(fit.pi), np.log(fit.theta), known)
+    np.testing.assert_allclose(fit.class_probs, np.exp(lp), atol=1e-12)
+    assert fit.log_lik == pytest.approx(ll.sum(), rel=1e-12)
+
+
+# ------------------------------------------------------ grouped, long, compression
+
+
+def test_grouped_and_long_paths_agree_on_caries(caries_grouped):
+    long = RatingData.from_long(caries_grouped.to_long())
+    assert long.n_units == caries_grouped.n_items
+    g = em(caries_grouped, tol=1e-12)
+    plain = em(long, tol=1e-12, compress=False)
+    packed = em(long, tol=1e-12, compress=True)
+    assert g.n_fitted_units == caries_grouped.n_units and plain.n_fitted_units == long.n_units
+    assert packed.compressed and packed.n_fitted_units == caries_grouped.n_units
+    for other in (plain, packed):
+        assert other.n_iter == g.n_iter
+        np.testing.assert_allclose(other.pi, g.pi, atol=1e-8)
+        np.testing.assert_allclose(other.theta, g.theta, atol=1e-8)
+        np.testing.assert_allclose(other.log_lik_trace, g.log_lik_trace, rtol=1e-10)
+    # item-level probabilities of the long fits equal their pattern's probabilities
+    item_pattern = np.repeat(np.arange(caries_grouped.n_units), caries_grouped.weight)
+    np.testing.assert_allclose(plain.class_probs, g.class_probs[item_pattern], atol=1e-8)
+    np.testing.assert_allclose(packed.class_probs, plain.class_probs, atol=1e-8)
+
+
+def test_grouped_dataframe_input(caries_grouped):
+    df = pd.read_csv(shared_file("caries.csv"))
+    before = df.copy()
+    fit = em(df, data_format="grouped", method="map")
+    pd.testing.assert_frame_equal(df, before)
+    np.testing.assert_allclose(fit.pi, em(caries_grouped, method="map").pi, rtol=1e-12)
+
+
+def test_auto_compression_is_exact_with_known_items():
+    sim = simulate_dawid_skene(3000, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=4)
+    known = {lab: sim.data.categories[z] for lab, z in zip(sim.data.unit_labels[:40], sim.z[:40])}
+    auto = em(sim.data, known=known, method="map")
+    plain = em(sim.data, known=known, method="map", compress=False)
+    assert auto.compressed and auto.n_fitted_units < 30
+    np.testing.assert_allclose(auto.theta, plain.theta, atol=1e-10)
+    np.testing.assert_allclose(auto.class_probs, plain.class_probs, atol=1e-10)
+    np.testing.assert_allclose(auto.log_lik_trace, plain.log_lik_trace, rtol=1e-12)
+    assert np.all(auto.class_probs[np.arange(40), sim.z[:40]] == 1.0)
+
+
+def test_user_init_array_is_averaged_within_compressed_groups():
+    sim = simulate_dawid_skene(600, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=9)
+    init = np.random.default_rng(0).dirichlet([1, 1], size=600)
+    before = init.copy()
+    a = em(sim.data, init=init, compress=True)
+    b = em(sim.data, init=init, compress=False)
+    np.testing.assert_array_equal(init, before)
+    np.testing.assert_allclose(a.theta, b.theta, atol=1e-10)
+    np.testing.assert_allclose(a.log_lik_trace, b.log_lik_trace, rtol=1e-12)
+
+
+# ------------------------------------------------------------ monotone trace
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["ml", "map"])
+@pytest.mark.parametrize("with_known", [False, True])
+def test_trace_never_decreases(variant, method, with_known):
+    sim = _simulate(variant, n_items=400, n_raters=5, seed=2, raters_per_item=3)
+    known = None
+    if with_known:
+        labs = sim.data.unit_labels[:50]
+        known = dict(zip(labs, sim.data.categories[sim.z[:50]]))
+    # a random start makes EM travel further than majority vote does
+    fit = em(sim.data, model=variant, method=method, known=known, init="random", seed=1, tol=1e-12,
+             max_iter=5000, compress=False)
+    trace = fit.log_lik_trace
+    assert trace.size > 5
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+    assert trace[-1] > trace[0]
+    if method == "map":
+        assert fit.objective == "log_posterior" and fit.log_posterior == trace[-1]
+        # the two differ by the log prior density at the estimate
+        assert fit.log_posterior - fit.log_lik == pytest.approx(_log_prior(fit), rel=1e-10)
+    else:
+        assert fit.objective == "log_likelihood" and fit.log_lik == pytest.approx(trace[-1], rel=1e-14)
+
+
+# ------------------------------------------------------------- known items
+
+
+def test_known_items_clamped_and_improve_accuracy():
+    # weak raters, few ratings per item: labels of a fifth of the items help
+    K, J = 3, 8
+    rng = np.random.default_rng(21)
+    theta = np.stack([np.full((K, K), 0.25) + np.diag(np.full(K, 0.25)) for _ in range(J)])
+    theta += rng.uniform(-0.05, 0.05, size=theta.shape)
+    theta /= theta.sum(axis=2, keepdims=True)
+    sim = simulate_dawid_skene(1500, J, pi=PI3, theta=theta, raters_per_item=3, seed=21)
+    idx = np.random.default_rng(1).choice(1500, size=300, replace=False)
+    labs = sim.data.unit_labels[idx]
+    known = dict(zip(labs, sim.data.categories[sim.z[idx]]))
+    free = em(sim.data, max_iter=20000)
+    semi = em(sim.data, known=known, max_iter=20000)
+    assert free.converged and semi.converged
+    # clamped: exactly one-hot on the known class
+    np.testing.assert_array_equal(semi.class_probs[idx], np.eye(K)[sim.z[idx]])
+    rest = np.setdiff1d(np.arange(1500), idx)
+    acc_free = np.mean(free.class_probs.argmax(1)[rest] == sim.z[rest])
+    acc_semi = np.mean(semi.class_probs.argmax(1)[rest] == sim.z[rest])
+    assert acc_semi > acc_free
+    assert np.abs(semi.theta - sim.theta).mean() < np.abs(free.theta - sim.theta).mean()
+
+
+def test_unknown_known_item_is_refused_before_fitting(anesthesia):
+    with pytest.raises(ValueError, match="not found"):
+        em(anesthesia, known={"no such item": 1})
+    with pytest.raises(ValueError, match="not among the categories"):
+        em(anesthesia, known={1: 9})
+
+
+# ------------------------------------------------------------------ restarts
+
+
+def test_restarts_keep_the_best_run():
+    sim = _simulate("dawid_skene", n_items=300, n_raters=4, seed=8, raters_per_item=2)
+    n_restarts, seed = 4, 123
+    # a degenerate start (every item in class 1) is a fixed point of EM with pi = (1, 0, 0)
+    stuck = np.zeros((sim.data.n_units, 3))
+    stuck[:, 0] = 1.0
+    fit = em(sim.data, init=stuck, n_restarts=n_restarts, seed=seed, compress=False, tol=1e-10, max_iter=3000)
+    assert fit.best_run > 0
+    assert fit.restart_objectives[0] < fit.log_lik_trace[-1] - 50
+    # redo every run by hand: the given start, then the same random starts
+    rng = np.random.default_rng(seed)
+    starts = [stuck] + [rng.dirichlet(np.ones(3), size=sim.data.n_units) for _ in range(n_restarts)]
+    finals = np.array([em(sim.data, init=s, compress=False, tol=1e-10, max_iter=3000).log_lik_trace[-1]
+                       for s in starts])
+    np.testing.assert_allclose(fit.restart_objectives, finals, rtol=1e-12)
+    # the kept run is the best up to the documented margin tol * |objective| (label-switched
+    # copies of one optimum do not replace each other)
+    assert fit.log_lik_trace[-1] == pytest.approx(finals[fit.best_run], rel=1e-12)
+    assert fit.log_lik_trace[-1] >= finals.max() - 1e-10 * abs(finals.max())
+    # the kept run's estimate is the one refitted from its start
+    best = em(sim.data, init=starts[fit.best_run], compress=False, tol=1e-10, max_iter=3000)
+    np.testing.assert_allclose(fit.theta, best.theta, atol=1e-12)
+
+
+def test_restarts_are_reproducible_with_a_seed():
+    sim = _simulate("class_conditional", n_items=200, n_raters=4, seed=1, raters_per_item=2)
+    a = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5)
+    b = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    np.testing.assert_array_equal(a.restart_objectives, b.restart_objectives)
+
+
+# ---------------------------------------------------------------------- MAP
+
+
+@pytest.mark.parametrize(
+    "ml_model, flat",
+    [
+        ("dawid_skene", DawidSkene(alpha=1, beta=np.ones((3, 3)))),
+        ("class_conditional", ClassConditionalDawidSkene(alpha=1, beta1=1, beta2=1)),
+        ("homogeneous", HomogeneousDawidSkene(alpha=1, beta=np.ones((3, 3)))),
+    ],
+)
+def test_map_equals_ml_when_all_hyperparameters_are_one(ml_model, flat):
+    sim = _simulate(ml_model, n_items=500, seed=4, raters_per_item=3)
+    ml = em(sim.data, model=ml_model, method="ml", tol=1e-12)
+    mp = em(sim.data, model=flat, method="map", tol=1e-12)
+    np.testing.assert_allclose(mp.pi, ml.pi, atol=1e-12)
+    np.testing.assert_allclose(mp.theta, ml.theta, atol=1e-12)
+    np.testing.assert_allclose(mp.log_lik, ml.log_lik, rtol=1e-12)
+    # flat Dirichlet/Beta densities are constants: the objective differs by their log
+    assert np.ptp(mp.log_lik_trace - ml.log_lik_trace) < 1e-8
+
+
+def test_map_uses_the_models_default_priors_and_is_a_fixed_point(anesthesia):
+    fit = em(anesthesia, model="dawid_skene", method="map", tol=1e-14, max_iter=5000)
+    K, J = anesthesia.n_categories, anesthesia.n_raters
+    pri = DawidSkene().priors(K, J)
+    np.testing.assert_array_equal(fit.priors["alpha"], pri["alpha"])
+    np.testing.assert_array_equal(fit.priors["beta"], pri["beta"])
+    # stationarity: the MAP update from the returned class probabilities gives the estimate back
+    T = fit.class_probs
+    N = np.asarray(anesthesia.counts.T @ T).reshape(J, K, K).transpose(0, 2, 1) + pri["beta"] - 1
+    np.testing.assert_allclose(fit.theta, N / N.sum(2, keepdims=True), atol=1e-8)
+    a = T.sum(0) + pri["alpha"] - 1
+    np.testing.assert_allclose(fit.pi, a / a.sum(), atol=1e-8)
+    ml = em(anesthesia, model="dawid_skene", method="ml")
+    assert fit.log_lik < ml.log_lik  # ML maximises the likelihood
+
+
+def test_class_conditional_map_uses_beta_prior():
+    sim = _simulate("class_conditional", n_items=300, seed=6, raters_per_item=2)
+    model = ClassConditionalDawidSkene(beta1=[9.0, 9.0, 9.0], beta2=[1.0, 1.0, 1.0])
+    fit = em(sim.data, model=model, method="map", tol=1e-14, max_iter=5000)
+    K, J = 3, sim.data.n_raters
+    T = fit.class_probs
+    N = np.asarray(sim.data.counts.T @ T).reshape(J, K, K).transpose(0, 2, 1)
+    p_expected = (N[:, np.arange(K), np.arange(K)] + 8.0) / (N.sum(2) + 8.0)
+    np.testing.assert_allclose(fit.theta[:, np.arange(K), np.arange(K)], p_expected, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "model, name",
+    [
+        (DawidSkene(alpha=0.5), "alpha"),
+        (DawidSkene(beta=np.full((4, 4), 0.9)), "beta"),
+        (HomogeneousDawidSkene(beta=np.full((4, 4), 0.5)), "beta"),
+        (ClassConditionalDawidSkene(beta2=0.5), "beta2"),
+    ],
+)
+def test_map_refuses_hyperparameters_below_one(anesthesia, model, name):
+    with pytest.raises(ValueError, match=rf">= 1.*{name}"):
+        em(anesthesia, model=model, method="map")
+    em(anesthesia, model=model, method="ml")  # ML ignores the priors
+
+
+# ----------------------------------------------------------------- real data
+
+
+def test_anesthesia_ml_matches_published_estimates(anesthesia):
+    assert anesthesia.has_repeats
+    fit = em(anesthesia, model="dawid_skene", method="ml")
+    assert fit.converged
+    # rater's (Bayesian) estimates as quoted in the issue: EM's ML is close
+    np.testing.assert_allclose(fit.pi, [0.37, 0.41, 0.14, 0.07], atol=0.035)
+    # Dawid & Skene (1979) report prevalences 0.40, 0.42, 0.11, 0.07 from the same EM
+    np.testing.assert_allclose(fit.pi, [0.40, 0.42, 0.11, 0.07], atol=0.006)
+    mp = em(anesthesia, model="dawid_skene", method="map")
+    np.testing.assert_allclose(mp.pi, [0.37, 0.41, 0.14, 0.07], atol=0.015)
+
+
+def test_accessors_use_user_labels(anesthesia):
+    fit = em(anesthesia)
+    pi = fit.point_estimate("pi")
+    assert list(pi.index) == list(anesthesia.categories)
+    np.testing.assert_allclose(pi.to_numpy(), fit.pi)
+    theta = fit.point_estimate("theta")
+    assert theta.dims == ("rater", "category", "rating")
+    probs = fit.class_probabilities()
+    assert probs.shape == (anesthesia.n_units, anesthesia.n_categories)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+    z = fit.point_estimate("z")
+    assert set(z) <= set(anesthesia.categories)
+    with pytest.raises(NotImplementedError, match="point estimate"):
+        fit.posterior_samples()
+
+
+# ------------------------------------------------------- empty rows, errors
+
+
+def test_empty_theta_rows_are_uniform_and_flagged():
+    # rater "c" only rated items known to be class 1: its rows for classes 2 and 3 carry no information
+    rows = [(i, r, 1 + (i + (r == "b")) % 3) for i in range(30) for r in ("a", "b")]
+    rows += [(i, "c", 1) for i in range(5)]
+    df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
+    data = RatingData.from_long(df)
+    fit = em(data, known={i: 1 for i in range(5)}, compress=False)
+    c = list(data.rater_labels).index("c")
+    assert np.all(np.isfinite(np.log(fit.theta[c, 1:])))
+    np.testing.assert_allclose(fit.theta[c, 1:], 1 / 3)
+    assert fit.empty_rows[c, 1:].all() and not fit.empty_rows[c, 0]
+    assert not fit.empty_rows[:c].any()
+
+
+def test_soft_majority_vote():
+    df = pd.DataFrame({"item": [1, 1, 1, 2], "rater": [1, 2, 3, 1], "rating": ["x", "x", "y", "y"]})
+    d = RatingData.from_long(df)
+    np.testing.assert_allclose(soft_majority_vote(d.counts, 2), [[2 / 3, 1 / 3], [0, 1]])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "mle"}, "method must be"),
+        ({"model": "nonsense"}, "unknown model"),
+        ({"model": HierarchicalDawidSkene()}, "not supported by EM"),
+        ({"model": "hierarchical"}, "not supported by EM"),
+        ({"tol": -1}, "tol"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"n_restarts": -1}, "n_restarts"),
+        ({"init": "spectral"}, "init must be"),
+        ({"init": np.ones((3, 4))}, "shape"),
+        ({"compress": "yes"}, "compress"),
+    ],
+)
+def test_bad_arguments_are_refused(anesthesia, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        em(anesthesia, **kwargs)
+
+
+def test_non_convergence_warns(anesthesia):
+    with pytest.warns(EMConvergenceWarning, match="did not converge"):
+        fit = em(anesthesia, max_iter=3)
+    assert fit.n_iter == 3 and not fit.converged
+
+
+def test_inputs_not_modified():
+    sim = _simulate("dawid_skene", n_items=200, seed=3)
+    df = sim.data.to_long()
+    before = df.copy()
+    init = np.full((200, 3), 1 / 3)
+    init_before = init.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EMConvergenceWarning)
+        fit = em(df, init=init, max_iter=20)
+    pd.testing.assert_frame_equal(df, before)
+    np.testing.assert_array_equal(init, init_before)
+    assert fit.class_probs.shape == (200, 3)
+
+
+def test_fast_log_joint_equals_the_kernel(anesthesia):
+    from pyrater.em import _log_joint_into
+    from pyrater.kernel import log_joint
+
+    rng = np.random.default_rng(0)
+    K, J = anesthesia.n_categories, anesthesia.n_raters
+    log_pi = np.log(rng.dirichlet(np.ones(K)))
+    log_theta = np.log(rng.dirichlet(np.ones(K), size=(J, K)))
+    out = np.full((anesthesia.n_units, K), np.nan)
+    got = _log_joint_into(anesthesia.counts, log_pi, log_theta, out)
+    assert got is out
+    np.testing.assert_allclose(got, log_joint(anesthesia.counts, log_pi, log_theta), rtol=1e-14)
+
+
+def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
+    import pyrater
+
+    fit = em(anesthesia, method="map")
+    text = str(fit.summary())
+    assert "EM" in text and "iterations" in text and "alpha" in text
+    assert em(anesthesia).summary().priors == {}
+    back = pyrater.load(fit.save(tmp_path / "fit.pkl"))
+    np.testing.assert_array_equal(back.theta, fit.theta)
+    np.testing.assert_array_equal(back.class_probabilities(), fit.class_probabilities())
+    assert "EMFit(Dawid-Skene" in repr(fit)
+
+
+def test_shifted_log_sum_exp_equals_exact_and_recovers_bad_guesses(anesthesia):
+    from scipy.special import logsumexp
+
+    from pyrater.em import _e_step, _normalise_rows_in_place, _Problem
+
+    rng = np.random.default_rng(3)
+    lj = rng.normal(scale=200.0, size=(1000, 4))
+    lj[::7, 1] = -np.inf
+    exact_ll = logsumexp(lj, axis=1)
+    exact_T = np.exp(lj - exact_ll[:, None])
+    guess = exact_ll + rng.normal(scale=5.0, size=1000)
+    guess[::10] += 2000.0  # far off: these rows must be flagged
+    guess[5::10] -= 2000.0
+    out = lj.copy()
+    ll, redo = _normalise_rows_in_place(out, guess)
+    assert set(np.arange(0, 1000, 10)) | set(np.arange(5, 1000, 10)) == set(redo)
+    keep = np.setdiff1d(np.arange(1000), redo)
+    np.testing.assert_allclose(ll[keep], exact_ll[keep], rtol=1e-13, atol=1e-12)
+    np.testing.assert_allclose(out[keep], exact_T[keep], rtol=1e-12, atol=1e-300)
+    # the E-step redoes the flagged rows with the kernel
+    K, J = anesthesia.n_categories, anesthesia.n_raters
+    pi = rng.dirichlet(np.ones(K))
+    theta = rng.dirichlet(np.ones(K), size=(J, K))
+    prob = _Problem(anesthesia.counts, np.ones(anesthesia.n_units), True, None, J, K)
+    T0, ll0, tot0 = _e_step(prob, pi, theta)
+    bad = ll0.copy()
+    bad[::3] -= 1e4
+    T1, ll1, tot1 = _e_step(prob, pi, theta, out=np.empty_like(T0), shift=bad)
+    np.testing.assert_allclose(T1, T0, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ll1, ll0, rtol=1e-13)
+    assert tot1 == pytest.approx(tot0, rel=1e-13)

@@ -1,0 +1,395 @@
+"""Engines: selection, program lookup, compile cache, errors, sampling, optimisation."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
+
+from pyrater import RatingData, get_model
+from pyrater.engines import (
+    ENGINE_NAMES,
+    SAMPLE_STAT_NAMES,
+    CmdStanPyEngine,
+    OptimizeResult,
+    PystanEngine,
+    SampleResult,
+    StanCompileError,
+    StanDataError,
+    StanError,
+    StanRuntimeError,
+    cmdstan_available,
+    get_engine,
+    stan_dir,
+    stan_file,
+)
+from pyrater.kernel import class_log_posterior
+from pyrater.stan_data import STAN_MODEL_NAMES, stan_data, stan_inits
+
+HAS_CMDSTAN = cmdstan_available() is not None
+NO_CMDSTAN_REASON = "no CmdStan installation found (cmdstanpy.cmdstan_path() fails); cmdstanpy engine cannot run"
+
+TINY = """
+data { int<lower=1> N; vector[N] y; int<lower=0, upper=1> fail; }
+parameters { real mu; }
+model {
+  if (fail) reject("deliberate failure at mu = ", mu);
+  y ~ normal(mu, 1);
+}
+"""
+
+
+def simulate(K=3, J=5, I=60, seed=0, p_rate=0.7):
+    """Incomplete design: each rater rates each item with probability p_rate."""
+    rng = np.random.default_rng(seed)
+    pi = np.linspace(1, 2, K) / np.linspace(1, 2, K).sum()
+    theta = np.full((J, K, K), 0.2 / (K - 1))
+    theta[:, np.arange(K), np.arange(K)] = 0.8
+    z = rng.choice(K, size=I, p=pi)
+    rows = [(i, j, rng.choice(K, p=theta[j, z[i]])) for i in range(I) for j in range(J) if rng.random() < p_rate]
+    return RatingData.from_long(pd.DataFrame(rows, columns=["item", "rater", "rating"]), categories=list(range(K)))
+
+
+@pytest.fixture(scope="module")
+def pystan_engine():
+    pytest.importorskip("stan", reason="pystan is not installed")
+    return get_engine("pystan")
+
+
+# ---------------------------------------------------------------- selection
+def test_unknown_engine_lists_valid_names():
+    with pytest.raises(ValueError, match="auto.*cmdstanpy.*pystan"):
+        get_engine("stan")
+    assert ENGINE_NAMES == ("auto", "cmdstanpy", "pystan")
+
+
+@pytest.mark.skipif(HAS_CMDSTAN, reason="CmdStan is installed here, so auto picks cmdstanpy")
+def test_auto_falls_back_to_pystan_without_cmdstan():
+    pytest.importorskip("stan")
+    assert isinstance(get_engine("auto"), PystanEngine)
+    assert get_engine("auto") is get_engine("pystan")
+
+
+@pytest.mark.skipif(not HAS_CMDSTAN, reason=NO_CMDSTAN_REASON)
+def test_auto_prefers_cmdstanpy():
+    assert isinstance(get_engine("auto"), CmdStanPyEngine)
+
+
+@pytest.mark.skipif(HAS_CMDSTAN, reason="CmdStan is installed here")
+def test_cmdstanpy_without_cmdstan_says_what_to_install():
+    with pytest.raises(RuntimeError, match="CmdStan installation.*install_cmdstan"):
+        CmdStanPyEngine()
+
+
+def test_missing_backend_packages_raise_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cmdstanpy", None)
+    with pytest.raises(ImportError, match="pip install cmdstanpy"):
+        CmdStanPyEngine()
+    assert cmdstan_available() is None
+    monkeypatch.setitem(sys.modules, "stan", None)
+    with pytest.raises(ImportError, match="pip install pystan"):
+        PystanEngine()
+
+
+# ------------------------------------------------------------ program files
+def test_stan_files_found():
+    for name in STAN_MODEL_NAMES:
+        assert stan_file(name).is_file()
+    with pytest.raises(ValueError, match="dawid_skene"):
+        stan_file("bogus")
+
+
+def test_stan_dir_env_var(monkeypatch, tmp_path):
+    shutil.copy(stan_file("dawid_skene"), tmp_path / "dawid_skene.stan")
+    monkeypatch.setenv("PYRATER_STAN_DIR", str(tmp_path))
+    assert stan_dir() == tmp_path
+    assert stan_file("dawid_skene") == tmp_path / "dawid_skene.stan"
+    monkeypatch.setenv("PYRATER_STAN_DIR", str(tmp_path / "absent"))
+    with pytest.raises(FileNotFoundError, match="PYRATER_STAN_DIR"):
+        stan_dir()
+
+
+# ------------------------------------------------------ compile cache, errors
+@pytest.mark.stan
+def test_compile_cache_pystan(pystan_engine):
+    import httpstan.cache
+    import httpstan.models
+
+    name = pystan_engine.compile_code(TINY)  # compiles once per machine (~30 s), then cached
+    folder = httpstan.cache.model_directory(name)
+    so = [p for p in folder.iterdir() if p.suffix == ".so"]
+    assert len(so) == 1
+    mtime = so[0].stat().st_mtime_ns
+    fresh = PystanEngine()  # no in-memory state: must find httpstan's cached module
+    start = time.perf_counter()
+    assert fresh.compile_code(TINY) == name
+    assert time.perf_counter() - start < 5
+    assert so[0].stat().st_mtime_ns == mtime  # not rebuilt
+    # a changed program is a different model (would be compiled anew)
+    assert httpstan.models.calculate_model_name(TINY + "\n// changed\n") != name
+    # all four programs are cached after the first use: loading them is fast
+    start = time.perf_counter()
+    for model_name in STAN_MODEL_NAMES:
+        fresh.compile(model_name)
+    assert time.perf_counter() - start < 20
+
+
+@pytest.mark.stan
+def test_compile_error_carries_stanc_message(pystan_engine):
+    broken = "parameters { real mu } model { mu ~ normal(0, 1); }"
+    with pytest.raises(StanCompileError, match=r"(?s)Syntax error.*line 1") as info:
+        pystan_engine.compile_code(broken)
+    assert isinstance(info.value, StanError) and isinstance(info.value, RuntimeError)
+    undeclared = "parameters { real mu; } model { nu ~ normal(0, 1); }"
+    with pytest.raises(StanCompileError, match="Identifier 'nu' not in scope"):
+        pystan_engine.compile_code(undeclared)
+
+
+@pytest.mark.stan
+def test_bad_data_carries_stan_message(pystan_engine):
+    d = stan_data(simulate(I=10), "dawid_skene")
+    bad = dict(d, K=1)
+    with pytest.raises(StanDataError, match=r"K is 1, but must be greater than or equal to 2"):
+        pystan_engine.sample("dawid_skene", bad, chains=1, warmup=10, draws=10, seed=1, inits="random")
+    missing = {k: v for k, v in d.items() if k != "alpha"}
+    with pytest.raises(StanDataError, match="variable does not exist.*alpha"):
+        pystan_engine.optimize("dawid_skene", missing, seed=1, inits="random")
+    with pytest.raises(StanDataError, match="Stan rejected the data"):
+        pystan_engine.sample("dawid_skene", dict(d, v=d["v"] * 0), chains=1, warmup=10, draws=10, seed=1,
+                             inits="random")
+    small = {"N": 2, "y": np.array([0.1, 0.2]), "fail": 0}
+    with pytest.raises(StanDataError, match="mismatch in dimension|dimension"):
+        pystan_engine.sample_code(TINY, dict(small, N=3), chains=1, warmup=10, draws=10, seed=1)
+
+
+@pytest.mark.stan
+def test_bad_inits_carry_stan_message(pystan_engine):
+    d = stan_data(simulate(I=10), "dawid_skene")
+    init = stan_inits("dawid_skene", d["K"], d["J"], 1, 0)[0]
+    init["theta"] = init["theta"] * 2  # rows no longer sum to 1
+    with pytest.raises(StanDataError, match="simplex"):
+        pystan_engine.sample("dawid_skene", d, chains=1, warmup=10, draws=10, seed=1, inits=init)
+
+
+def test_argument_validation_before_work():
+    eng = PystanEngine.__new__(PystanEngine)  # no backend needed to validate arguments
+    eng._modules = {}
+    d = {"K": 2, "J": 1, "I": 1}
+    for kwargs, match in (({"chains": 0}, "chains"), ({"draws": 1.5}, "draws"), ({"seed": -1}, "seed"),
+                          ({"warmup": -1}, "warmup")):
+        with pytest.raises(ValueError, match=match):
+            eng.sample("dawid_skene", d, **kwargs)
+    with pytest.raises(ValueError, match="unknown Stan model"):
+        eng.sample("dawid", d)
+    with pytest.raises(ValueError, match="inits"):
+        eng.sample("dawid_skene", d, inits="diagonal")
+    with pytest.raises(ValueError, match="n_inits"):
+        eng.optimize("dawid_skene", d, n_inits=0)
+
+
+@pytest.mark.stan
+def test_sampler_failure_carries_stan_message(pystan_engine):
+    data = {"N": 2, "y": np.array([0.1, 0.2]), "fail": 1}
+    with pytest.raises(StanRuntimeError, match="(?s)Initialization failed.*deliberate failure at mu"):
+        pystan_engine.sample_code(TINY, data, chains=2, warmup=10, draws=10, seed=1)
+    ok = pystan_engine.sample_code(TINY, dict(data, fail=0), chains=2, warmup=100, draws=100, seed=1,
+                                   progress=False)
+    assert ok.draws["mu"].shape == (2, 100)
+
+
+# ------------------------------------------------------------------ sampling
+@pytest.fixture(scope="module")
+def sim_data():
+    return simulate(K=3, J=5, I=60, seed=11)
+
+
+@pytest.fixture(scope="module")
+def fits(pystan_engine, sim_data):
+    """One short run per model, shared by the sampling tests."""
+    out = {}
+    for name in STAN_MODEL_NAMES:
+        out[name] = pystan_engine.sample(name, stan_data(sim_data, get_model(name)), chains=2, warmup=300,
+                                         draws=200, seed=123, progress=False)
+    return out
+
+
+@pytest.mark.stan
+@pytest.mark.parametrize("model_name", STAN_MODEL_NAMES)
+def test_sample_shapes_and_sanity(fits, sim_data, model_name):
+    fit = fits[model_name]
+    K, J, I = sim_data.n_categories, sim_data.n_raters, sim_data.n_units
+    assert isinstance(fit, SampleResult) and fit.engine == "pystan" and fit.model_name == model_name
+    assert (fit.n_chains, fit.n_draws) == (2, 200)
+    assert fit.draws["pi"].shape == (2, 200, K)
+    theta_shape = (2, 200, K, K) if model_name == "homogeneous" else (2, 200, J, K, K)
+    assert fit.draws["theta"].shape == theta_shape
+    assert fit.draws["log_lik"].shape == (2, 200, I)
+    extra = {"class_conditional": {"p": (J, K)}, "hierarchical": {"mu": (K, K), "sigma": (K, K)}}
+    for key, shape in extra.get(model_name, {}).items():
+        assert fit.draws[key].shape == (2, 200) + shape
+    for key in SAMPLE_STAT_NAMES:
+        assert fit.sample_stats[key].shape == (2, 200)
+    assert fit.sample_stats["diverging"].dtype == bool
+    assert fit.sample_stats["tree_depth"].dtype.kind == "i"
+    assert np.all(fit.sample_stats["step_size"] > 0)
+    assert fit.stan_time.shape == (2, 2) and np.all(fit.stan_time >= 0)
+    np.testing.assert_allclose(fit.draws["pi"].sum(-1), 1)
+    np.testing.assert_allclose(fit.draws["theta"].sum(-1), 1)
+    # no label switching and recovery of the simulated accuracies (0.8)
+    diag = np.diagonal(fit.draws["theta"].mean(axis=(0, 1)), axis1=-2, axis2=-1)
+    assert np.all(diag > 0.55)
+    assert abs(np.mean(diag) - 0.8) < 0.12
+    # the draws' log_lik is the kernel's at the same draw
+    th = fit.draws["theta"][1, 17]
+    th = np.broadcast_to(th, (J, K, K)) if th.ndim == 2 else th
+    _, ll = class_log_posterior(sim_data.counts, np.log(fit.draws["pi"][1, 17]), np.log(th))
+    np.testing.assert_allclose(fit.draws["log_lik"][1, 17], ll, rtol=1e-8)
+
+
+@pytest.mark.stan
+def test_sample_is_reproducible(pystan_engine, fits, sim_data):
+    again = pystan_engine.sample("dawid_skene", stan_data(sim_data, get_model("dawid_skene")), chains=2,
+                                 warmup=300, draws=200, seed=123, progress=False)
+    np.testing.assert_array_equal(again.draws["theta"], fits["dawid_skene"].draws["theta"])
+    np.testing.assert_array_equal(again.sample_stats["lp"], fits["dawid_skene"].sample_stats["lp"])
+
+
+@pytest.mark.stan
+def test_sample_random_inits_and_no_log_lik(pystan_engine, sim_data):
+    d = stan_data(sim_data, "homogeneous", log_lik=False)
+    fit = pystan_engine.sample("homogeneous", d, chains=1, warmup=100, draws=50, seed=5, inits="random",
+                               progress=False)
+    assert fit.draws["log_lik"].shape == (1, 50, 0)
+    assert fit.seed == 5
+
+
+# -------------------------------------------------------------- optimisation
+def em_map_dawid_skene(data: RatingData, alpha: np.ndarray, beta: np.ndarray, iters: int = 5000):
+    """Textbook EM for the Dawid-Skene posterior mode (dense, tiny data only)."""
+    K, J = data.n_categories, data.n_raters
+    C = data.counts.toarray().reshape(data.n_units, J, K)
+    T = C.sum(axis=1) + 1e-3
+    T /= T.sum(1, keepdims=True)
+    for _ in range(iters):
+        N = np.einsum("ik,ijl->jkl", T, C)
+        pi = T.sum(0) + alpha - 1
+        pi /= pi.sum()
+        theta = N + beta - 1
+        theta /= theta.sum(-1, keepdims=True)
+        lj = np.log(pi) + np.einsum("ijl,jkl->ik", C, np.log(theta))
+        T_new = np.exp(lj - logsumexp(lj, axis=1, keepdims=True))
+        if np.max(np.abs(T_new - T)) < 1e-13:
+            break
+        T = T_new
+    return pi, theta
+
+
+@pytest.mark.stan
+def test_optimize_finds_the_mode(pystan_engine):
+    data = simulate(K=3, J=4, I=40, seed=3)
+    model = get_model("dawid_skene")
+    d = stan_data(data, model)
+    opt = pystan_engine.optimize("dawid_skene", d, seed=1)
+    assert isinstance(opt, OptimizeResult) and opt.engine == "pystan"
+    assert opt.all_log_densities.shape == (4,) and opt.converged.shape == (4,)
+    assert opt.converged[opt.best]
+    assert opt.log_density == pytest.approx(np.nanmax(opt.all_log_densities))
+    priors = model.priors(data.n_categories, data.n_raters)
+    pi, theta = em_map_dawid_skene(data, priors["alpha"], priors["beta"])
+    np.testing.assert_allclose(opt.params["pi"], pi, atol=2e-5)
+    np.testing.assert_allclose(opt.params["theta"], theta, atol=2e-5)
+    # the reported density is the program's density at the mode, without Jacobian
+    assert pystan_engine.log_prob("dawid_skene", d, opt.params) == pytest.approx(opt.log_density, rel=1e-9)
+    _, ll = class_log_posterior(data.counts, np.log(opt.params["pi"]), np.log(opt.params["theta"]))
+    np.testing.assert_allclose(opt.params["log_lik"], ll, rtol=1e-9)
+    try:
+        from pyrater.em import em
+    except ImportError:
+        return
+    fit = em(data, model, method="map", tol=1e-12, max_iter=20000)
+    np.testing.assert_allclose(opt.params["theta"], fit.theta, atol=5e-5)
+    np.testing.assert_allclose(opt.params["pi"], fit.pi, atol=5e-5)
+
+
+@pytest.mark.stan
+def test_optimize_class_conditional_matches_direct_scipy(pystan_engine):
+    """The mode of a model EM does not reach the same way, against a direct scipy maximisation."""
+    data = simulate(K=3, J=3, I=30, seed=8)
+    model = get_model("class_conditional")
+    d = stan_data(data, model)
+    opt = pystan_engine.optimize("class_conditional", d, seed=2, n_inits=3)
+    K, J = data.n_categories, data.n_raters
+    from scipy import stats
+
+    def neg(x):
+        pi = softmax(np.append(x[: K - 1], 0.0))
+        p = 1 / (1 + np.exp(-x[K - 1:].reshape(J, K)))
+        theta = np.repeat(((1 - p) / (K - 1))[:, :, None], K, axis=2)
+        theta[:, np.arange(K), np.arange(K)] = p
+        _, ll = class_log_posterior(data.counts, np.log(pi), np.log(theta))
+        lp = stats.dirichlet.logpdf(pi, d["alpha"]) + stats.beta.logpdf(p, d["beta1"], d["beta2"]).sum()
+        return -(lp + ll.sum())
+
+    x0 = np.concatenate([np.zeros(K - 1), np.full(J * K, 1.0)])
+    res = minimize(neg, x0, method="BFGS", options={"gtol": 1e-9})
+    assert opt.log_density == pytest.approx(-res.fun, abs=1e-6)
+    p_direct = 1 / (1 + np.exp(-res.x[K - 1:].reshape(J, K)))
+    np.testing.assert_allclose(opt.params["p"], p_direct, atol=1e-4)
+
+
+@pytest.mark.stan
+def test_optimize_explicit_inits_list(pystan_engine):
+    data = simulate(K=2, J=3, I=20, seed=9)
+    d = stan_data(data, "homogeneous")
+    inits = stan_inits("homogeneous", 2, 3, 2, seed=4)
+    opt = pystan_engine.optimize("homogeneous", d, inits=inits, n_inits=7)
+    assert opt.all_log_densities.shape == (2,)  # the list sets the number of starts
+    assert opt.params["theta"].shape == (2, 2)
+
+
+# ------------------------------------------------------------------ cmdstanpy
+@pytest.mark.stan
+@pytest.mark.skipif(not HAS_CMDSTAN, reason=NO_CMDSTAN_REASON)
+def test_cmdstanpy_engine_mirrors_pystan(pystan_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYRATER_CACHE_DIR", str(tmp_path))
+    eng = get_engine("cmdstanpy")
+    data = simulate(K=3, J=4, I=40, seed=3)
+    d = stan_data(data, "dawid_skene")
+    fit = eng.sample("dawid_skene", d, chains=2, warmup=200, draws=100, seed=1, progress=False)
+    ref = pystan_engine.sample("dawid_skene", d, chains=2, warmup=200, draws=100, seed=1, progress=False)
+    assert fit.engine == "cmdstanpy"
+    assert {k: v.shape for k, v in fit.draws.items()} == {k: v.shape for k, v in ref.draws.items()}
+    assert set(fit.sample_stats) >= set(SAMPLE_STAT_NAMES)
+    assert fit.sample_stats["diverging"].dtype == bool
+    np.testing.assert_allclose(fit.draws["theta"].sum(-1), 1, rtol=1e-5)
+    opt = eng.optimize("dawid_skene", d, seed=1)
+    ref_opt = pystan_engine.optimize("dawid_skene", d, seed=1)
+    np.testing.assert_allclose(opt.params["theta"], ref_opt.params["theta"], atol=1e-4)
+    assert opt.log_density == pytest.approx(ref_opt.log_density, abs=1e-4)
+    # compiled into the cache, not next to the package's .stan files
+    assert not any(p.suffix in ("", ".exe") and p.is_file() and p.stem == "dawid_skene"
+                   for p in stan_dir().iterdir())
+    assert any(tmp_path.rglob("dawid_skene.stan"))
+    # second compile is a cache hit
+    start = time.perf_counter()
+    type(eng)().compile("dawid_skene")
+    assert time.perf_counter() - start < 10
+
+
+@pytest.mark.stan
+@pytest.mark.skipif(not HAS_CMDSTAN, reason=NO_CMDSTAN_REASON)
+def test_cmdstanpy_errors_carry_stan_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYRATER_CACHE_DIR", str(tmp_path))
+    eng = get_engine("cmdstanpy")
+    with pytest.raises(StanCompileError, match="(?i)syntax error|parsing error|error"):
+        eng.compile_code("parameters { real mu } model { }", "broken")
+    d = stan_data(simulate(I=10), "dawid_skene")
+    with pytest.raises(StanError, match="K"):
+        eng.sample("dawid_skene", dict(d, K=1), chains=1, warmup=10, draws=10, seed=1, inits="random",
+                   progress=False)
