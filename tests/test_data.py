@@ -259,6 +259,9 @@ def test_encode_helpers():
     with pytest.raises(RatingDataError, match=r"value 7 not among the categories 1, 2, 3"):
         d.encode_categories([1, 7])
     assert d.encode_units(["c", "a"]).tolist() == [2, 0]
+    assert d.encode_units([]).tolist() == []
+    n = RatingData.from_long(pd.DataFrame({"item": [7, 8], "rater": [1, 1], "rating": [1, 2]}))
+    assert n.encode_units(["8", 7.0]).tolist() == [1, 0]  # CSV-read labels find integer items
     with pytest.raises(RatingDataError, match="item 'z' not found"):
         d.encode_units(["a", "z"])
     assert d.known_codes({"b": 3}).tolist() == [-1, 2, -1]
@@ -703,3 +706,26 @@ def test_caries_grouped_data_roundtrip_exact():
     assert RatingData.from_grouped(d.to_grouped()).equals(d)
     w = d.to_wide()
     assert w.shape == (d.n_items, 5) and RatingData.from_wide(w).to_grouped()["n"].tolist() == g["n"].tolist()
+
+
+def test_pattern_grouping_exact_even_when_hashes_collide(monkeypatch):
+    import pyrater.data as datamod
+
+    w = pd.DataFrame({"a": [1, 2, 1, 2, np.nan, 1], "b": [2, 1, 2, np.nan, 1, 2], "c": [1, 1, 1, 2, 2, 1]})
+    expected = RatingData.from_wide(w).to_grouped()
+    assert expected["n"].tolist() == [3, 1, 1, 1]
+    # all words equal: every pattern with the same number of ratings collides
+    monkeypatch.setattr(datamod, "_pattern_words", lambda n: np.ones(n, dtype=np.uint64))
+    got = RatingData.from_wide(w).to_grouped()
+    pd.testing.assert_frame_equal(got, expected)
+    g = pd.DataFrame({"a": [1, 2], "b": [2, 1], "n": [1, 1]})
+    assert RatingData.from_grouped(g).n_units == 2  # not mistaken for repeated patterns
+    with pytest.raises(RatingDataError, match="pattern rows repeat"):
+        RatingData.from_grouped(pd.DataFrame({"a": [1, 1], "b": [2, 2], "n": [1, 1]}))
+
+
+def test_unused_duplicated_columns_do_not_block_long_data():
+    df = pd.DataFrame([[1, 1, 1, "x", "y"], [2, 1, 2, "x", "y"]], columns=["item", "rater", "rating", "note", "note"])
+    assert RatingData.from_long(df).n_ratings == 2
+    df.columns = ["item", "rater", "item", "note", "rating"]
+    assert "duplicated column names: 'item'" in _err(RatingData.from_long, df)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import time
 import tracemalloc
@@ -10,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyrater import simulate as simmod
 from pyrater.data import RatingData
 from pyrater.models import ClassConditionalDawidSkene, DawidSkene, HierarchicalDawidSkene, HomogeneousDawidSkene
 from pyrater.simulate import (
@@ -22,6 +22,9 @@ from pyrater.simulate import (
     simulate_hierarchical,
     simulate_homogeneous,
 )
+
+# the package exports a function named simulate, which hides the module attribute
+simmod = importlib.import_module("pyrater.simulate")
 
 ALL = {
     "dawid_skene": simulate_dawid_skene,
@@ -251,6 +254,12 @@ def test_truth_series_uses_labels():
     assert tl.loc[(2, "mid", "hi"), "theta"] == sim.theta[1, 1, 2]
 
 
+def test_categories_fix_k():
+    sim = simulate("hierarchical", 30, 2, categories=["neg", "neu", "pos"], seed=0)
+    assert sim.data.n_categories == 3 and sim.theta.shape == (2, 3, 3)
+    assert set(sim.truth) <= {"neg", "neu", "pos"}
+
+
 def test_simulation_is_frozen():
     sim = simulate_dawid_skene(5, 2, n_categories=2, seed=0)
     with pytest.raises(AttributeError):
@@ -317,6 +326,9 @@ def test_dispatch_errors():
         (lambda: simulate_hierarchical(10, 2, n_categories=2, sigma=-1.0), "sigma must be > 0"),
         (lambda: simulate_hierarchical(10, 2, mu=np.zeros((2, 3))), r"mu must have shape \(K, K\) = \(3, 3\)"),
         (lambda: simulate_hierarchical(10, 2, n_categories=2, mu="abc"), "mu must be a numeric array"),
+        (lambda: simulate_dawid_skene(10, 2, n_categories=3, categories=["a", "b"]), "categories must have K = 3 labels; got 2"),
+        (lambda: simulate_homogeneous(10, 2, categories=["a", "a"]), "categories must be distinct"),
+        (lambda: simulate_class_conditional(10, 2, n_categories=2, repeats=-1), "repeats must be at least 1"),
     ],
 )
 def test_validation_errors(call, match):

@@ -18,6 +18,41 @@ wide data and a distinct rating pattern for grouped data (weight = tally), so
 every likelihood is ``sum_i weight_i * log p(y_i)`` and the cost of grouped
 data scales with the number of patterns.  The user's labels for items,
 raters and categories are kept and used in every output.
+
+Labels
+------
+* Items, raters and categories may be any hashable labels (strings,
+  integers, ...).  Without a declared scale the categories are the sorted
+  distinct ratings; declare ``categories=[...]`` to keep levels that never
+  occur (K is then the declared count).
+* Integral floats, as pandas makes them in columns with missing values, are
+  read as integers (``1.0`` -> ``1``); genuine floats stay floats.
+* Ratings are matched to the categories exactly first, then type-blind:
+  ``"1"`` and ``1.0`` match the category ``1`` and ``1`` matches ``"1"``
+  (e.g. a CSV read as text against an integer scale).  The declared labels
+  are the ones kept.
+* A column mixing labels that differ only in type (``1`` and ``"1"``) is
+  refused rather than guessed at.
+* Categorical columns: a categorical rating column brings its own scale
+  (order and unused levels included) unless ``categories`` is given;
+  categorical item and rater columns keep their category order, unused
+  categories dropped.  Every exported table has categorical rating columns
+  carrying the full scale, so conversions keep unused levels.
+
+Conversions
+-----------
+long, wide and grouped convert into each other losslessly wherever the
+target can represent the data: wide and grouped tables cannot hold repeated
+ratings (converting such data raises :class:`RatingDataError` saying so), and
+a long table lists ratings only, so items or raters without any rating, and
+zero-tally patterns, do not survive a trip through long format.  Grouped data
+expands to items labelled ``1 .. n_items`` in pattern order.
+
+Validation
+----------
+Constructors check everything before any work and report every problem in
+one :class:`RatingDataError`: which column, which values and rows, and what
+was expected.  The caller's DataFrame is never modified.
 """
 
 from __future__ import annotations
@@ -229,8 +264,9 @@ def _encode(values: Any, cats: pd.Index) -> np.ndarray:
 class RatingData:
     """Categorical ratings of items by raters, in any design.
 
-    Build with :meth:`from_long`, :meth:`from_wide`, :meth:`from_grouped`
-    or :func:`as_rating_data`; do not call the constructor directly.
+    Build with :meth:`from_long`, :meth:`from_wide`, :meth:`from_grouped`,
+    :meth:`from_codes` (0-based integer codes, fast) or
+    :func:`as_rating_data`; do not call the constructor directly.
 
     Attributes
     ----------
@@ -330,7 +366,7 @@ class RatingData:
             return False
         key = self.unit * self.n_raters + self.rater
         cells = self.n_units * self.n_raters
-        if cells <= 4 * self.n_ratings + 10**6:
+        if cells <= 2 * self.n_ratings + 10**6:
             return bool(np.bincount(key, minlength=cells).max() > 1)
         key = np.sort(key)
         return bool((key[1:] == key[:-1]).any())
@@ -353,9 +389,12 @@ class RatingData:
         return codes
 
     def encode_units(self, labels: Iterable[Any], what: str = "item") -> np.ndarray:
-        """Unit codes of user item (or pattern) labels; raises naming unknown ones."""
+        """Unit codes of user item (or pattern) labels; raises naming unknown ones.
+
+        Labels match exactly, else type-blind (``"7"`` finds item ``7``).
+        """
         labels = list(labels)
-        codes = self.unit_labels.get_indexer(pd.Index(labels)) if labels else np.array([], dtype=np.int64)
+        codes = _encode(np.asarray(labels, dtype=object), self.unit_labels)  # exact, then type-blind
         if (codes < 0).any():
             bad = [lab for lab, c in zip(labels, codes) if c < 0]
             raise RatingDataError(f"{what} {_show(bad)} not found in the data")
@@ -394,13 +433,34 @@ class RatingData:
         item, rater, rating : str
             Column names.
         categories : sequence, optional
-            The full, ordered category scale.  Default: the sorted observed
-            ratings.  Declare it when some level never occurs.
+            The full, ordered category scale.  Default: the categories of a
+            categorical rating column, else the sorted observed ratings.
+            Declare it when some level never occurs.
+
+        Returns
+        -------
+        RatingData
+            With ``I`` = number of distinct items, ``J`` = number of distinct
+            raters, ``N = len(df)`` ratings; labels sorted where they can be
+            (category order for categorical columns).
+
+        Raises
+        ------
+        RatingDataError
+            Listing every problem: missing, duplicated or ambiguous columns,
+            missing values, ratings outside the declared scale, fewer than
+            2 categories, labels differing only in type.
+
+        Examples
+        --------
+        >>> df = pd.DataFrame({"item": ["a", "a", "b"], "rater": [1, 2, 1], "rating": ["y", "n", "y"]})
+        >>> RatingData.from_long(df, categories=["n", "y", "maybe"]).n_categories
+        3
         """
         problems: list[str] = []
-        _check_frame(df, problems)
-        _raise(problems)
         cols = {"item": item, "rater": rater, "rating": rating}
+        _check_frame(df, problems, used=list(cols.values()))
+        _raise(problems)
         _check_roles(cols, problems)
         _raise(problems)
         missing = [_missing_column(name, role, df) for role, name in cols.items() if name not in df.columns]
@@ -895,9 +955,7 @@ class RatingData:
         rated a unit twice.
         """
         K = self.n_categories
-        words = np.random.default_rng(20240607).integers(
-            1, np.iinfo(np.int64).max, size=self.n_raters * K, dtype=np.int64
-        ).astype(np.uint64)
+        words = _pattern_words(self.n_raters * K)
         order = np.argsort(self.unit, kind="stable")
         unit = self.unit[order]
         h = np.zeros(self.n_units, dtype=np.uint64)
@@ -936,14 +994,23 @@ class RatingData:
         return (self.counts != other.counts).nnz == 0
 
 
-def _check_frame(df: Any, problems: list[str]) -> None:
+def _pattern_words(n: int) -> np.ndarray:
+    """``n`` fixed pseudo-random 64-bit words (uint64), one per (rater, rating), for pattern hashing."""
+    return np.random.default_rng(20240607).integers(1, np.iinfo(np.int64).max, size=n, dtype=np.int64).astype(np.uint64)
+
+
+def _check_frame(df: Any, problems: list[str], used: Sequence[Any] | None = None) -> None:
+    """A non-empty DataFrame without duplicated column names (among ``used`` if given)."""
     if not isinstance(df, pd.DataFrame):
         problems.append(f"expected a pandas DataFrame, got {type(df).__name__}")
         return
     if df.shape[0] == 0:
         problems.append("the table is empty (no rows)")
-    if df.columns.has_duplicates:
-        problems.append(f"duplicated column names: {_show(df.columns[df.columns.duplicated()].unique())}")
+    dup = df.columns[df.columns.duplicated()].unique()
+    if used is not None:
+        dup = dup[dup.isin(list(used))]
+    if len(dup):
+        problems.append(f"duplicated column names: {_show(dup)}")
 
 
 def _check_roles(cols: dict[str, Any], problems: list[str]) -> None:

@@ -297,10 +297,29 @@ def _finish(
     return Simulation(data=data, z=z, pi=pi, theta=theta, model=model, params=params)
 
 
-def _start(n_items: Any, n_raters: Any, seed: SeedLike) -> tuple[int, int, np.random.Generator]:
+def _start(
+    n_items: Any, n_raters: Any, raters_per_item: Any, repeats: Any, seed: SeedLike
+) -> tuple[int, int, np.random.Generator]:
+    """Validate the design arguments (before any drawing) and make the generator."""
     I = _as_int("n_items", n_items, 1)
     J = _as_int("n_raters", n_raters, 1)
+    _as_int("repeats", repeats, 1)
+    if raters_per_item is not None:
+        R = _as_int("raters_per_item", raters_per_item, 1)
+        if R > J:
+            raise ValueError(f"raters_per_item must be at most n_raters = {J}; got {R}")
     return I, J, np.random.default_rng(seed)
+
+
+def _check_categories(categories: Any, K: int) -> None:
+    if categories is None:
+        return
+    if isinstance(categories, (str, bytes)) or np.ndim(categories) != 1:
+        raise ValueError(f"categories must be a sequence of K labels; got {categories!r}")
+    if len(categories) != K:
+        raise ValueError(f"categories must have K = {K} labels; got {len(categories)}")
+    if len(set(categories)) != K:
+        raise ValueError(f"categories must be distinct; got {list(categories)!r}")
 
 
 def _pi(rng: np.random.Generator, pi: Any, K: int, alpha: np.ndarray | None) -> np.ndarray:
@@ -365,8 +384,9 @@ def simulate_dawid_skene(
     >>> sim.data.n_ratings
     1000
     """
-    I, J, rng = _start(n_items, n_raters, seed)
-    K = _infer_k(n_categories, {"pi": pi, "theta": theta})
+    I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
+    K = _infer_k(n_categories, {"pi": pi, "theta": theta, "categories": categories})
+    _check_categories(categories, K)
     pi = _pi(rng, pi, K, alpha)
     if theta is None:
         b = default_beta(K) if beta is None else np.asarray(beta, dtype=float)
@@ -407,8 +427,9 @@ def simulate_homogeneous(
     Simulation
         ``theta`` of shape (J, K, K) with identical slices; ``model="homogeneous"``.
     """
-    I, J, rng = _start(n_items, n_raters, seed)
-    K = _infer_k(n_categories, {"pi": pi, "theta": theta})
+    I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
+    K = _infer_k(n_categories, {"pi": pi, "theta": theta, "categories": categories})
+    _check_categories(categories, K)
     pi = _pi(rng, pi, K, alpha)
     if theta is None:
         shared = _dirichlet_rows(rng, default_beta(K) if beta is None else np.asarray(beta, dtype=float))
@@ -475,8 +496,9 @@ def simulate_class_conditional(
     Simulation
         ``params = {"p": (J, K) array}``; ``model="class_conditional"``.
     """
-    I, J, rng = _start(n_items, n_raters, seed)
-    K = _infer_k(n_categories, {"pi": pi, "p": p})
+    I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
+    K = _infer_k(n_categories, {"pi": pi, "p": p, "categories": categories})
+    _check_categories(categories, K)
     pi = _pi(rng, pi, K, alpha)
     if p is None:
         b1 = np.full(K, 4.8) if beta1 is None else np.broadcast_to(np.asarray(beta1, dtype=float), (K,))
@@ -532,8 +554,12 @@ def simulate_hierarchical(
         ``params = {"mu": (K, K), "sigma": (K, K), "gamma": (J, K, K)}``;
         ``model="hierarchical"``.
     """
-    I, J, rng = _start(n_items, n_raters, seed)
-    K = _infer_k(n_categories, {"pi": pi, "mu": mu, "sigma": sigma if np.ndim(sigma) else None})
+    I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
+    K = _infer_k(
+        n_categories,
+        {"pi": pi, "mu": mu, "sigma": sigma if np.ndim(sigma) else None, "categories": categories},
+    )
+    _check_categories(categories, K)
     pi = _pi(rng, pi, K, alpha)
     if mu is None:
         mu = rng.normal(0.0, 1.0, size=(K, K))
@@ -612,7 +638,7 @@ def simulate(
         # a model object: its (possibly user-set) priors drive the draws
         I = _as_int("n_items", n_items, 1)
         J = _as_int("n_raters", n_raters, 1)
-        K = _infer_k(n_categories, {k: params.get(k) for k in ("pi", "theta", "p", "mu")})
+        K = _infer_k(n_categories, {k: params.get(k) for k in ("pi", "theta", "p", "mu", "categories")})
         for key, value in spec.priors(K, J).items():
             params.setdefault(key, value)
         n_items, n_raters, n_categories = I, J, K

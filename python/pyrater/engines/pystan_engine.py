@@ -150,13 +150,13 @@ class PystanEngine(Engine):
                 pass
         stan_model_name = f"model_{name.split('/')[1]}"
         try:
-            _, warnings = self._stanc(code, stan_model_name)
+            _, stanc_warnings = self._stanc(code, stan_model_name)
         except ValueError as exc:
             raise StanCompileError(f"Stan program did not compile:\n{_stan_message(exc)}") from None
         logger.info("compiling Stan program %s (about a minute)", name)
         start = time.perf_counter()
         httpstan.cache.delete_model_directory(name)
-        httpstan.cache.dump_stanc_warnings(warnings, name)
+        httpstan.cache.dump_stanc_warnings(stanc_warnings, name)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)

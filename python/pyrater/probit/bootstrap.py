@@ -293,6 +293,65 @@ class GroupCounts:
 
 
 @dataclass(frozen=True)
+class _Prepared:
+    """Validated inputs reduced to patterns (internal)."""
+
+    vpats: list
+    vcounts: list
+    tpats: np.ndarray
+    cell: np.ndarray  # (G, Q) items per group and test pattern
+    n_g: np.ndarray
+    groups: pd.Index
+    population: np.ndarray | None
+    parameters: ProbitParameters
+
+
+def _resample_and_sum(
+    ll: np.ndarray,
+    prep: _Prepared,
+    n_boot: int,
+    *,
+    pi: Any,
+    pi_prior: tuple[float, float],
+    resample_test: bool,
+    sample_z: bool,
+    rng: np.random.Generator,
+    progress: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 2-6 given the per-replicate class log-likelihoods ``ll`` (B, Q, 2).
+
+    Returns counts, expected (sum p), realisation (sum p (1 - p)), each (B, G),
+    and the prevalences (B,).
+    """
+    G = prep.cell.shape[0]
+    freq = prep.cell / prep.n_g[:, None]
+    counts = np.empty((n_boot, G))
+    expected = np.empty((n_boot, G))
+    realisation = np.empty((n_boot, G))
+    pis = np.empty(n_boot)
+    show = progress if progress is not None else n_boot >= 2000
+    for b in tqdm(range(n_boot), disable=not show, desc="bootstrap", leave=False):
+        llb = ll[b]
+        # step 3: test resampling within groups (multinomial over patterns)
+        c = rng.multinomial(prep.n_g, freq) if resample_test else prep.cell
+        # step 2: prevalence
+        if isinstance(pi, str) and pi == "prior":
+            pi_b = rng.beta(*pi_prior)
+        elif isinstance(pi, str) and pi == "estimate":
+            pi_b = estimate_prevalence(llb[:, 1], llb[:, 0], c.sum(axis=0))
+        else:
+            pi_b = float(pi)
+        # step 4: posterior per pattern
+        p = class_posterior(llb[:, 1], llb[:, 0], pi_b)
+        # steps 5-6: Binomial(c_gq, p_q) is the sum of c_gq Bernoulli(p_q) draws
+        expected[b] = c @ p
+        realisation[b] = c @ (p * (1.0 - p))
+        counts[b] = rng.binomial(c, p).sum(axis=1) if sample_z else expected[b]
+        pis[b] = pi_b
+    return counts, expected, realisation, pis
+
+
+@dataclass(frozen=True)
 class ProbitDawidSkene:
     """Probit Dawid-Skene model for correlated binary annotators.
 
@@ -477,68 +536,41 @@ class ProbitDawidSkene:
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob!r}")
         rng = np.random.default_rng(seed)
+        prep = self._prepare(validation, test, annotators, gold, group, population)
+        ll = self._replicate_log_likelihoods(prep, n_boot, resample_validation, rng)
+        counts, expected, realisation, pis = _resample_and_sum(
+            ll, prep, n_boot, pi=pi, pi_prior=(a_pi, b_pi), resample_test=resample_test, sample_z=sample_z,
+            rng=rng, progress=progress,
+        )
+        return self._result(
+            prep, counts, expected, realisation, pis,
+            settings=BootstrapSettings(
+                n_boot=n_boot,
+                correlation=self.correlation,
+                resample_validation=bool(resample_validation),
+                pi=pi,
+                pi_prior=(a_pi, b_pi),
+                resample_test=bool(resample_test),
+                sample_z=bool(sample_z),
+                n_qmc=int(self.n_qmc),
+                seed=seed if not isinstance(seed, np.random.Generator) else "Generator",
+            ),
+            prob=prob,
+        )
 
+    # ------------------------------------------------------------ internals
+    def _prepare(self, validation, test, annotators, gold, group, population) -> "_Prepared":
+        """Validate the inputs and reduce them to distinct patterns."""
         v = read_validation(validation, annotators, gold)
         t = read_test(test, v.annotators, group)
         G = len(t.groups)
-        J = len(v.annotators)
         n_g = np.bincount(t.group_codes, minlength=G)
         pop = read_population(population, t.groups, n_g)
-
-        # validation: distinct patterns per gold class; replicate weights
         vpats, vcounts = validation_patterns(v.labels, v.gold)
-        kw = dict(
-            correlation=self.correlation, pseudo_count=self.pseudo_count, shrinkage=self.shrinkage, rho_max=self.rho_max
-        )
-        point_rates, point_mu, point_R = estimate_batch(vpats, [c[None, :] for c in vcounts], **kw)
-        if resample_validation:
-            weights = [rng.multinomial(c.sum(), c / c.sum(), size=n_boot) for c in vcounts]
-            _, mu_b, R_b = estimate_batch(vpats, weights, **kw)
-        else:
-            mu_b, R_b = point_mu, point_R
-
-        # test: distinct patterns and their counts per group
+        point_rates, point_mu, point_R = estimate_batch(vpats, [c[None, :] for c in vcounts], **self._estimation_kw())
         tpats, tinv, _ = encode_patterns(t.labels)
         Q = tpats.shape[0]
         cell = np.bincount(t.group_codes * Q + tinv, minlength=G * Q).reshape(G, Q)
-        freq = cell / n_g[:, None]
-
-        points = sobol_points(self.n_qmc, max(J - 1, 1), rng)
-        fixed_ll = None
-        if not resample_validation:
-            fixed_ll = self.class_log_likelihood(tpats, point_mu[0], point_R[0], points)
-
-        counts = np.empty((n_boot, G))
-        expected = np.empty((n_boot, G))
-        realisation = np.empty((n_boot, G))
-        pis = np.empty(n_boot)
-        show = progress if progress is not None else n_boot >= 2000
-        for b in tqdm(range(n_boot), disable=not show, desc="bootstrap", leave=False):
-            # step 1: parameters of this replicate
-            ll = fixed_ll if fixed_ll is not None else self.class_log_likelihood(tpats, mu_b[b], R_b[b], points)
-            # step 3: test resampling within groups (multinomial over patterns)
-            c = rng.multinomial(n_g, freq) if resample_test else cell
-            # step 2: prevalence
-            if pi == "prior":
-                pi_b = rng.beta(a_pi, b_pi)
-            elif pi == "estimate":
-                pi_b = estimate_prevalence(ll[:, 1], ll[:, 0], c.sum(axis=0))
-            else:
-                pi_b = pi
-            # step 4: posterior per pattern
-            p = class_posterior(ll[:, 1], ll[:, 0], pi_b)
-            # steps 5-6
-            expected[b] = c @ p
-            realisation[b] = c @ (p * (1.0 - p))
-            counts[b] = rng.binomial(c, p).sum(axis=1) if sample_z else expected[b]
-            pis[b] = pi_b
-
-        rep = pd.RangeIndex(n_boot, name="replicate")
-        cols = t.groups
-
-        def frame(a: np.ndarray) -> pd.DataFrame:
-            return pd.DataFrame(a, index=rep, columns=cols)
-
         aidx = pd.Index(v.annotators, name="annotator")
         params = ProbitParameters(
             annotators=list(v.annotators),
@@ -548,25 +580,49 @@ class ProbitDawidSkene:
             correlation_method=self.correlation,
             n_items=pd.Series([int(c.sum()) for c in vcounts], index=pd.Index([0, 1], name="class"), name="n_items"),
         )
-        settings = BootstrapSettings(
-            n_boot=n_boot,
-            correlation=self.correlation,
-            resample_validation=bool(resample_validation),
-            pi=pi,
-            pi_prior=(a_pi, b_pi),
-            resample_test=bool(resample_test),
-            sample_z=bool(sample_z),
-            n_qmc=int(self.n_qmc),
-            seed=seed if not isinstance(seed, np.random.Generator) else "Generator",
+        return _Prepared(
+            vpats=vpats, vcounts=vcounts, tpats=tpats, cell=cell, n_g=n_g, groups=t.groups, population=pop,
+            parameters=params,
         )
+
+    def _estimation_kw(self) -> dict[str, Any]:
+        return dict(
+            correlation=self.correlation, pseudo_count=self.pseudo_count, shrinkage=self.shrinkage, rho_max=self.rho_max
+        )
+
+    def _replicate_log_likelihoods(
+        self, prep: "_Prepared", n_boot: int, resample_validation: bool, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Steps 1 and the orthant part of 4: ``log P(y_q | z = k)`` per replicate, (B, Q, 2).
+
+        Without validation resampling the point estimate is used and the
+        probabilities are computed once (the result is a broadcast view).
+        """
+        J = len(prep.parameters.annotators)
+        points = sobol_points(self.n_qmc, max(J - 1, 1), rng)
+        if not resample_validation:
+            ll = self.class_log_likelihood(prep.tpats, prep.parameters.mu, prep.parameters.R, points)
+            return np.broadcast_to(ll, (n_boot, *ll.shape))
+        weights = [rng.multinomial(c.sum(), c / c.sum(), size=n_boot) for c in prep.vcounts]
+        _, mu_b, R_b = estimate_batch(prep.vpats, weights, **self._estimation_kw())
+        return np.stack([self.class_log_likelihood(prep.tpats, mu_b[b], R_b[b], points) for b in range(n_boot)])
+
+    def _result(self, prep, counts, expected, realisation, pis, settings, prob) -> GroupCounts:
+        n_boot = counts.shape[0]
+        rep = pd.RangeIndex(n_boot, name="replicate")
+        cols = prep.groups
+
+        def frame(a: np.ndarray) -> pd.DataFrame:
+            return pd.DataFrame(a, index=rep, columns=cols)
+
         return GroupCounts(
-            counts=frame(counts.astype(np.int64) if sample_z else counts),
+            counts=frame(counts.astype(np.int64) if settings.sample_z else counts),
             expected=frame(expected),
             realisation=frame(realisation),
             pi=pd.Series(pis, index=rep, name="pi"),
-            n_items=pd.Series(n_g, index=cols, name="n_items"),
-            population=None if pop is None else pd.Series(pop, index=cols, name="population"),
+            n_items=pd.Series(prep.n_g, index=cols, name="n_items"),
+            population=None if prep.population is None else pd.Series(prep.population, index=cols, name="population"),
             settings=settings,
-            parameters=params,
+            parameters=prep.parameters,
             prob=prob,
         )

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .bootstrap import ProbitDawidSkene
+from .bootstrap import BootstrapSettings, ProbitDawidSkene, _resample_and_sum
 from .simulate import equicorrelation, simulate_study
 
 __all__ = ["default_simulation", "default_models", "calibration_study", "coverage_table"]
@@ -82,10 +82,12 @@ def calibration_study(
         Bootstrap replicates per fit.
     prob : float
         Interval probability (0.9).
-    pi : prevalence option passed to :meth:`ProbitDawidSkene.bootstrap`.
+    pi : prevalence option of :meth:`ProbitDawidSkene.bootstrap` (prior Beta(2, 10) by default).
     seed : int
-        Data set ``d`` is simulated with seed ``(seed, d)``, and every fit
-        uses its own derived seed, so the models see the same data.
+        Data set ``d`` is simulated with seed ``(seed, d)`` and model ``m``
+        is bootstrapped with seed ``(seed, d, m)``, so the models see the same
+        data.  Both targets share one set of validation resamples per model
+        (the same steps 1 and 4), each with its own steps 2, 3 and 5.
 
     Returns
     -------
@@ -101,35 +103,39 @@ def calibration_study(
     for d in tqdm(range(n_datasets), disable=not progress, desc="data sets"):
         sim = simulate_study(**simulation, seed=np.random.default_rng([seed or 0, d]))
         for m, (name, model) in enumerate(models.items()):
-            for t, target in enumerate(targets):
-                fit = model.bootstrap(
-                    sim.validation,
-                    sim.test,
-                    n_boot=n_boot,
-                    population=sim.population if target == "population" else None,
-                    resample_test=(target == "population"),
-                    pi=pi,
-                    prob=prob,
-                    seed=np.random.default_rng([seed or 0, d, m, t, 1]),
-                    progress=False,
+            rng = np.random.default_rng([seed or 0, d, m])
+            # steps 1 and 4 (the orthant probabilities) are shared by both targets
+            prep = model._prepare(sim.validation, sim.test, None, "gold", "group", sim.population)
+            ll = model._replicate_log_likelihoods(prep, n_boot, True, rng)
+            for target in targets:
+                arrays = _resample_and_sum(
+                    ll, prep, n_boot, pi=pi, pi_prior=(2.0, 10.0), resample_test=(target == "population"),
+                    sample_z=True, rng=rng,
                 )
+                settings = BootstrapSettings(
+                    n_boot=n_boot, correlation=model.correlation, resample_validation=True, pi=pi,
+                    pi_prior=(2.0, 10.0), resample_test=(target == "population"), sample_z=True,
+                    n_qmc=model.n_qmc, seed=None,
+                )
+                fit = model._result(prep, *arrays, settings=settings, prob=prob)
                 which = "total" if target == "population" else "count"
                 truth = sim.population_counts if target == "population" else sim.sample_counts
                 iv = fit.interval(prob, which)
                 mean = fit._draws(which).mean(axis=0)
-                frame = pd.DataFrame(
-                    {
-                        "dataset": d,
-                        "model": name,
-                        "target": target,
-                        "group": iv.index,
-                        "truth": truth.reindex(iv.index).to_numpy(),
-                        "mean": mean.to_numpy(),
-                        "lower": iv["lower"].to_numpy(),
-                        "upper": iv["upper"].to_numpy(),
-                    }
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "dataset": d,
+                            "model": name,
+                            "target": target,
+                            "group": iv.index,
+                            "truth": truth.reindex(iv.index).to_numpy(),
+                            "mean": mean.to_numpy(),
+                            "lower": iv["lower"].to_numpy(),
+                            "upper": iv["upper"].to_numpy(),
+                        }
+                    )
                 )
-                rows.append(frame)
     out = pd.concat(rows, ignore_index=True)
     out["covered"] = (out["lower"] <= out["truth"]) & (out["truth"] <= out["upper"])
     out["width"] = out["upper"] - out["lower"]
