@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
 
     info = versions(ck)
     info["bandwidth_GBps"] = bandwidth_gbs()
+    info["load_average_at_start"] = os.getloadavg()
     print(json.dumps(info), flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_em_") as tmp:
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{r['n_ratings']:>9} {r['n_items']:>8} {r['n_raters']:>6} {r['method']:>9} {r['iterations']:>5} "
               f"{r['per_iter_s']:>9.4f} {r['fit_s']:>8.2f} {r['peak_mib']:>9.0f} {r['accuracy']:>8.4f} "
               f"{r['oracle_accuracy']:>7.4f} {r['per_iter_s'] / r['one_pass_bound_s']:>7.1f}")
+    info["load_average_at_end"] = os.getloadavg()
+    print(f"load average at start {info['load_average_at_start']}, at end {info['load_average_at_end']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"info": info, "rows": rows}, indent=1))
     if args.markdown:

@@ -48,6 +48,16 @@ def machine() -> str:
     )
 
 
+def markdown(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
+    """A DataFrame as a GitHub markdown table (no tabulate dependency)."""
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = [floatfmt.format(v) if isinstance(v, (float, np.floating)) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def speed(n_boot: int = 1000, missing: float = 0.0, seed: int = 0) -> dict:
     sim = pp.simulate_study(
         rates=np.array([[0.10, 0.15, 0.08, 0.20, 0.12], [0.80, 0.75, 0.85, 0.70, 0.78]]),
@@ -83,7 +93,7 @@ def main() -> None:
     if args.what in ("speed", "all"):
         rows = [speed(missing=m) for m in (0.0, 0.1)]
         print("\n## Speed: B = 1000, J = 5, 10,000 test items in 100 groups, 500 validation items\n")
-        print(pd.DataFrame(rows).to_markdown(index=False))
+        print(markdown(pd.DataFrame(rows), "{:.2f}"))
     if args.what in ("calibration", "all"):
         models = {
             name: pp.ProbitDawidSkene(correlation=m.correlation, n_qmc=args.n_qmc)
@@ -100,7 +110,7 @@ def main() -> None:
             f"n_qmc = {args.n_qmc}, 90% intervals ({elapsed:.0f} s)\n"
         )
         tab = coverage_table(study).reset_index()
-        print(tab.to_markdown(index=False, floatfmt=".3f"))
+        print(markdown(tab))
         # coverage split by group prevalence: where the shared pi misleads
         study["truth_prop"] = np.where(
             study["target"] == "population", study["truth"] / 2000, study["truth"] / 100
@@ -112,7 +122,8 @@ def main() -> None:
             .unstack("prevalence band")
         )
         print("\nCoverage by true proportion positive in the group (mean, intervals):\n")
-        print(by.round(3).to_markdown())
+        by.columns = [f"{a} {b}" for a, b in by.columns]
+        print(markdown(by.reset_index()))
 
 
 if __name__ == "__main__":

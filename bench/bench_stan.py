@@ -157,6 +157,15 @@ def machine() -> str:
             f"httpstan {httpstan.__version__} (Stan 2.35), numpy {np.__version__}, arviz {az.__version__}")
 
 
+def markdown(df: pd.DataFrame) -> str:
+    """A DataFrame as a markdown table (no tabulate dependency)."""
+    def fmt(v):
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    out = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    out += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(out)
+
+
 def summarise(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     g = df.groupby(["data", "program"], sort=False).agg(
@@ -225,11 +234,11 @@ def write_results(rows, table, ratios, grouped_rows, cfg_small, cfg_big, seeds) 
     lines += ["", "## Speed-up (ESS/s ratio, pyrater / textbook; target >= 2)", ""]
     for data_label, ratio in ratios.items():
         lines.append(f"- {data_label}: **{ratio:.1f}x**")
-    lines += ["", "## All runs", "", pd.DataFrame(rows).round(4).to_markdown(index=False)]
+    lines += ["", "## All runs", "", markdown(pd.DataFrame(rows))]
     if grouped_rows:
         lines += ["", "## Grouped vs long (caries, pyrater's program)", "",
                   "Same model and seeds; the grouped data has one unit per distinct pattern weighted by its tally.",
-                  "", pd.DataFrame(grouped_rows).round(4).to_markdown(index=False)]
+                  "", markdown(pd.DataFrame(grouped_rows))]
     (HERE / "RESULTS_stan.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {HERE / 'RESULTS_stan.md'}")
 

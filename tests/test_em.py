@@ -504,6 +504,20 @@ def test_fast_log_joint_equals_the_kernel(anesthesia):
     got = _log_joint_into(anesthesia.counts, log_pi, log_theta, out)
     assert got is out
     np.testing.assert_allclose(got, log_joint(anesthesia.counts, log_pi, log_theta), rtol=1e-14)
+    shift = rng.normal(size=anesthesia.n_units)
+    got = _log_joint_into(anesthesia.counts, log_pi, log_theta, out, shift)
+    np.testing.assert_allclose(got, log_joint(anesthesia.counts, log_pi, log_theta) - shift[:, None],
+                               rtol=1e-13, atol=1e-12)
+
+
+def test_auto_compression_prefilter():
+    from pyrater.em import _may_compress
+
+    few = simulate_dawid_skene(5000, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=4)
+    many = simulate_dawid_skene(5000, 200, n_categories=5, raters_per_item=5, seed=4)
+    assert _may_compress(few.data.counts)
+    assert not _may_compress(many.data.counts)
+    assert not em(many.data).compressed and em(few.data).compressed
 
 
 def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
@@ -550,3 +564,15 @@ def test_shifted_log_sum_exp_equals_exact_and_recovers_bad_guesses(anesthesia):
     np.testing.assert_allclose(T1, T0, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(ll1, ll0, rtol=1e-13)
     assert tot1 == pytest.approx(tot0, rel=1e-13)
+
+
+def test_wide_input_with_an_unrated_item():
+    wide = pd.DataFrame(
+        {"r1": [1, 2, 1, 2, np.nan, 1], "r2": [1, 2, 2, 2, np.nan, 1], "r3": [1, 1, 1, 2, np.nan, 2]},
+        index=pd.Index(list("abcdef"), name="item"),
+    )
+    fit = em(wide, data_format="wide", method="map")
+    probs = fit.class_probabilities()
+    assert list(probs.index) == list("abcdef")
+    # an item nobody rated gets the prevalence
+    np.testing.assert_allclose(probs.loc["e"].to_numpy(), fit.pi, rtol=1e-12)

@@ -19,14 +19,6 @@ pytestmark = pytest.mark.stan
 
 # ----------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def anesthesia_fit(anesthesia_path):
-    df = pd.read_csv(anesthesia_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # no Rhat / divergence warning expected
-        return fit(df, "dawid_skene", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False)
-
-
-@pytest.fixture(scope="module")
 def example_fit():
     """Small MCMC fit on data with string labels and repeated ratings."""
     data = pyrater.RatingData.from_long(example_ratings(n_items=60), categories=EXAMPLE_CATEGORIES)

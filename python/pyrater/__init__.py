@@ -15,11 +15,13 @@ simulate
     Simulated data with known truth.
 """
 
-from . import kernel
+from . import kernel, plots
+from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
 from .fit import fit
 from .mixture import binomial_mixture_em
+from .predict import PPCResult, posterior_predict, posterior_predictive_check
 from .models import (
     ClassConditionalDawidSkene,
     DawidSkene,
@@ -62,4 +64,11 @@ __all__ = [
     "simulate_homogeneous",
     "Simulation",
     "kernel",
+    "plots",
+    "loo",
+    "waic",
+    "compare",
+    "posterior_predict",
+    "posterior_predictive_check",
+    "PPCResult",
 ]

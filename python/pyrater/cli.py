@@ -1,8 +1,12 @@
-"""Command line: ``pyrater fit``, ``pyrater demo``.
+"""Command line: ``pyrater fit``, ``pyrater compare``, ``pyrater demo``.
 
 ``pyrater fit RATINGS.csv --format long --model dawid_skene --method em --out DIR``
 reads a CSV, fits, writes ``parameters.csv`` (pi and theta), ``class_probabilities.csv``
-(one row per item) and ``summary.txt`` into ``DIR`` and prints the summary.
+(one row per item), ``summary.txt`` and the plots (``raters.png``,
+``class_probabilities.png``, ``prevalence.png``, and ``trace.png`` for MCMC)
+into ``DIR`` and prints the summary.
+``pyrater compare RATINGS.csv --models dawid_skene class_conditional`` fits each
+model by MCMC and prints the PSIS-LOO comparison table.
 ``pyrater demo --out DIR`` does the same on the built-in example
 (:func:`pyrater.datasets.example_ratings`), the README's main command.
 
@@ -57,14 +61,33 @@ def _parse_categories(text: str, df: pd.DataFrame, data_format: str) -> list:
 
 
 def _write_outputs(fit, out: Path, quiet: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import plots
+
     out.mkdir(parents=True, exist_ok=True)
     summary = fit.summary()
-    summary.parameters.to_csv(out / "parameters.csv")
-    fit.class_probabilities().join(fit.point_estimate("z")).to_csv(out / "class_probabilities.csv")
-    (out / "summary.txt").write_text(str(summary) + "\n")
+    written = [out / "parameters.csv", out / "class_probabilities.csv", out / "summary.txt"]
+    summary.parameters.to_csv(written[0])
+    fit.class_probabilities().join(fit.point_estimate("z")).to_csv(written[1])
+    written[2].write_text(str(summary) + "\n")
+    figures = {
+        "raters.png": plots.plot_raters(fit),
+        "class_probabilities.png": plots.plot_class_probabilities(fit),
+        "prevalence.png": plots.plot_prevalence(fit),
+    }
+    if fit.has_draws:
+        figures["trace.png"] = plots.plot_trace(fit, var_names=["pi"])
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append(out / name)
     if not quiet:
         print(summary)
-        print(f"\nwrote {out / 'parameters.csv'}, {out / 'class_probabilities.csv'}, {out / 'summary.txt'}")
+    print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
 
 
 def _fit(data: RatingData, args: argparse.Namespace):
@@ -83,6 +106,26 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     result = _fit(data, args)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     _write_outputs(result, Path(args.out), args.quiet)
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from .compare import compare
+    from .fit import fit
+
+    data = _read_csv(Path(args.ratings), args.format, args)
+    print(f"read {data}", file=sys.stderr)
+    fits = {}
+    for name in tqdm(args.models, desc="fitting models", unit="model", file=sys.stderr):
+        fits[name] = fit(
+            data, name, method="mcmc", chains=args.chains, draws=args.draws,
+            warmup=args.warmup or args.draws, seed=args.seed, progress=False,
+        )
+    table = compare(fits)
+    with pd.option_context("display.width", 120):
+        print(table.round(3).to_string())
     return 0
 
 
@@ -123,6 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
     _add_fit_options(p, "mcmc")
     p.set_defaults(func=_cmd_fit)
+    c = sub.add_parser("compare", help="compare models by PSIS-LOO (MCMC fits)")
+    c.add_argument("ratings", help="CSV file")
+    c.add_argument("--format", choices=("long", "wide", "grouped"), default="long")
+    c.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
+    c.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
+    c.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=["dawid_skene", "class_conditional"])
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--chains", type=int, default=4)
+    c.add_argument("--draws", type=int, default=1000)
+    c.add_argument("--warmup", type=int, default=None)
+    c.set_defaults(func=_cmd_compare)
     d = sub.add_parser("demo", help="fit the built-in example end to end")
     _add_fit_options(d, "mcmc")
     d.set_defaults(func=_cmd_demo, out="pyrater-demo")

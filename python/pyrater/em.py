@@ -30,6 +30,14 @@ probabilities are mapped back to every item.
 
 Every sum over items is a sparse product or a column reduction; there is no
 Python loop over ratings or items (loops run over the K categories only).
+One iteration costs two passes over the sparse counts (scipy's
+``csr_matvecs`` for the E-step, ``csc_matvecs`` on the free transpose view
+for the M-step, whose output is only (J*K, K)) and about five passes over
+one (I, K) float64 buffer that is reused across iterations: no per-iteration
+allocation.  The log-sum-exp of the E-step is shifted by the previous
+iteration's per-unit log-likelihood instead of the row maximum (rows where
+that guess is far off are recomputed exactly), and that shift is folded
+into the starting values of the sparse product.  Everything is float64.
 
 Rows with no information
 ------------------------
@@ -232,57 +240,65 @@ def soft_majority_vote(counts: sp.spmatrix, n_categories: int) -> np.ndarray:
     return votes
 
 
-# a row's sum of exp(lj - shift) must lie in [_LO, _HI] for the shifted pass to be kept
-_LO, _HI = 1e-200, 1e200
+# a shifted row sum s must satisfy |log s| <= _MAX_LOG_SUM for the shifted pass to be kept
+_MAX_LOG_SUM = 460.0  # = log(1e200)
 
 
-def _normalise_rows_in_place(lj: np.ndarray, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _normalise_rows_in_place(
+    lj: np.ndarray, shift: np.ndarray | None = None, pre_shifted: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Turn log joint probabilities (I, K) into class probabilities in place.
 
     Parameters
     ----------
     lj : array (I, K)
-        Overwritten with ``exp(lj - logsumexp(lj))``.
+        Overwritten with ``exp(lj - logsumexp(lj))`` (row-wise).
     shift : array (I,), optional
         A guess of each row's log-sum-exp (EM passes the previous iteration's
         per-unit log-likelihood, which moves little between iterations).
         ``exp(lj - shift)`` then needs no row maximum, the slowest part of a
         log-sum-exp over a short trailing axis in numpy.  Without ``shift``
         the exact row maximum is used (taken column by column: K passes).
+    pre_shifted : bool
+        ``lj`` already holds ``lj - shift[:, None]`` (the E-step folds the
+        shift into the sparse product's starting values).
 
     Returns
     -------
     log_sum : array (I,)
-        ``log sum_k exp(lj[i, k])``.
+        ``log sum_k exp(lj[i, k])`` of the unshifted values.
     redo : int array
-        Rows whose shifted sum fell outside ``[1e-200, 1e200]`` (the guess was
-        off by more than ~460 nats): their output is not valid and the
-        caller must recompute them with ``shift=None``.  Rows kept have a
-        largest term above 1e-201, so every term that matters is a normal
-        double and the result equals the max-shifted log-sum-exp up to
-        rounding.  Always empty when ``shift`` is None.
+        Rows whose shifted sum ``s`` has ``|log s| > 460`` (the guess was off
+        by more than 460 nats, or the sum under- or overflowed): their output
+        is not valid and the caller must recompute them exactly.  For the
+        rows kept the largest term exceeds ``1e-200 / K``, every term that
+        matters is a normal double, and the result equals the max-shifted
+        log-sum-exp up to rounding.  Always empty when ``shift`` is None.
     """
     K = lj.shape[1]
+    lt = lj.T  # (K, I) view: broadcasting an (I,) vector along it runs long inner loops
     if shift is None:
         c = lj[:, 0].copy()
         for k in range(1, K):
             np.maximum(c, lj[:, k], out=c)
+        np.subtract(lt, c, out=lt)
     else:
-        c = shift.copy()
-    lt = lj.T  # (K, I) view: broadcasting an (I,) vector along it runs long inner loops
-    np.subtract(lt, c, out=lt)
+        c = shift
+        if not pre_shifted:
+            np.subtract(lt, c, out=lt)
     with np.errstate(over="ignore"):
         np.exp(lj, out=lj)
     s = lj @ np.ones(K)
+    with np.errstate(divide="ignore"):
+        log_s = np.log(s)
     if shift is None:
         redo = np.empty(0, dtype=np.int64)
     else:
-        redo = np.flatnonzero(~((s >= _LO) & (s <= _HI)))
+        redo = np.flatnonzero(~(np.abs(log_s) <= _MAX_LOG_SUM))
         s[redo] = 1.0
     np.divide(lt, s, out=lt)
-    np.log(s, out=s)
-    s += c
-    return s, redo
+    log_s += c
+    return log_s, redo
 
 
 def _row_hash(counts: sp.csr_matrix, known: np.ndarray | None) -> np.ndarray:
@@ -343,12 +359,19 @@ def _may_compress(counts: sp.csr_matrix) -> bool:
         return True
     n = np.diff(counts.indptr)
     has = n > 0
-    first = np.zeros(I, dtype=np.int64)
-    last = np.zeros(I, dtype=np.int64)
-    first[has] = counts.indices[counts.indptr[:-1][has]]
-    last[has] = counts.indices[counts.indptr[1:][has] - 1]
-    key = (n.astype(np.int64) * JK + first) * JK + last if JK < 2**20 else first * JK + last
-    return len(pd.unique(key)) <= _AUTO_COMPRESS_SHARE * I
+    key = n.astype(np.uint64)
+    c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+    with np.errstate(over="ignore"):
+        key[has] ^= counts.indices[counts.indptr[:-1][has]].astype(np.uint64) * c1
+        key[has] ^= counts.indices[counts.indptr[1:][has] - 1].astype(np.uint64) * c2
+        # distinct keys >= occupied buckets of a bitmap with >= 8 I buckets (multiplicative hashing);
+        # a bitmap is much cheaper than counting distinct keys exactly (a hash table or a sort)
+        bits = int(min(26, max(10, np.ceil(np.log2(8 * max(I, 1))))))
+        key *= np.uint64(0xD6E8FEB86659FD93)
+        key >>= np.uint64(64 - bits)
+    occupied = np.zeros(1 << bits, dtype=bool)
+    occupied[key] = True
+    return int(np.count_nonzero(occupied)) <= _AUTO_COMPRESS_SHARE * I
 
 
 def _compress(
@@ -515,17 +538,27 @@ def _m_step(
     return pi, theta, empty
 
 
-def _log_joint_into(counts: sp.csr_matrix, log_pi: np.ndarray, log_theta: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _log_joint_into(
+    counts: sp.csr_matrix,
+    log_pi: np.ndarray,
+    log_theta: np.ndarray,
+    out: np.ndarray,
+    shift: np.ndarray | None = None,
+) -> np.ndarray:
     """:func:`pyrater.kernel.log_joint` written into a reused buffer ``out`` (I, K).
 
     Same maths and the same C routine as ``counts @ log_theta_matrix(log_theta) + log_pi``
     (scipy's ``csr_matvecs``, which accumulates into its output): the buffer
-    starts as ``log_pi`` in every row, so no zeroing pass and no fresh
-    allocation (and page faults) per iteration.
+    starts as ``log_pi`` in every row (minus ``shift[i]`` when given), so
+    there is no zeroing pass, no separate shifting pass, and no fresh
+    allocation (with its page faults) per iteration.
     """
     I, JK = counts.shape
     K = out.shape[1]
-    out[...] = log_pi
+    if shift is None:
+        out[...] = log_pi
+    else:
+        np.subtract(log_pi[:, None], shift[None, :], out=out.T)
     _csr_matvecs(I, JK, K, counts.indptr, counts.indices, counts.data, log_theta_matrix(log_theta).ravel(), out.ravel())
     return out
 
@@ -560,11 +593,13 @@ def _e_step(
     with np.errstate(divide="ignore"):
         log_pi, log_theta = np.log(pi), np.log(theta)
     if out is not None and prob.fast:
-        lj = _log_joint_into(prob.counts, log_pi, log_theta, out)
+        lj = _log_joint_into(prob.counts, log_pi, log_theta, out, shift)
+        pre_shifted = shift is not None
     else:
         lj = log_joint(prob.counts, log_pi, log_theta)
+        pre_shifted = False
     lj = _clamp_known(lj, prob.known)
-    ll_units, redo = _normalise_rows_in_place(lj, shift)
+    ll_units, redo = _normalise_rows_in_place(lj, shift, pre_shifted)
     if redo.size:
         sub = _clamp_known(log_joint(prob.counts[redo], log_pi, log_theta), None if prob.known is None else prob.known[redo])
         ll_units[redo], _ = _normalise_rows_in_place(sub)

@@ -43,16 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .data import RatingData
-from .models import (
-    ClassConditionalDawidSkene,
-    DawidSkene,
-    HierarchicalDawidSkene,
-    HomogeneousDawidSkene,
-    Model,
-    default_alpha,
-    default_beta,
-    get_model,
-)
+from .models import Model, default_alpha, default_beta, get_model
 
 __all__ = [
     "Simulation",
@@ -61,6 +52,7 @@ __all__ = [
     "simulate_homogeneous",
     "simulate_class_conditional",
     "simulate_hierarchical",
+    "class_conditional_theta",
 ]
 
 SeedLike = int | np.random.Generator | np.random.SeedSequence | None

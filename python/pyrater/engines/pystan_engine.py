@@ -23,7 +23,6 @@ Optimisation
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import gzip
 import json
 import logging
@@ -73,13 +72,22 @@ def _import_backend() -> None:
 
 
 def _run_coroutine(coro_factory: Callable[[], Any]) -> Any:
-    """Run a coroutine to completion, also from inside a running event loop (Jupyter)."""
+    """Run a coroutine to completion, also from inside a running event loop (Jupyter).
+
+    Inside a running loop the coroutine runs on that loop, made re-entrant by
+    nest_asyncio2 (as pystan recommends for notebooks).  Running it on a fresh
+    loop in a helper thread instead makes httpstan's fork-based process pool
+    lose its workers ("terminated abruptly") when the main thread's loop is
+    running.
+    """
     try:
-        asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro_factory())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(coro_factory())).result()
+    import nest_asyncio2
+
+    nest_asyncio2.apply(loop)
+    return loop.run_until_complete(coro_factory())
 
 
 def _module_data(data: dict[str, Any]) -> dict[str, Any]:

@@ -43,8 +43,9 @@ NeighbourVariance = Literal["exact", "poisson"]
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` computed stably as ``-log_expit(-x)``."""
-    return -log_expit(-np.asarray(x, dtype=float))
+    """``log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))``, stable for any x."""
+    x = np.asarray(x, dtype=float)
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
 
 def _sderivs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -78,8 +79,17 @@ def neighbour_moments(q: np.ndarray, d: np.ndarray, variance: NeighbourVariance 
 
 def expected_softplus(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Second-order approximation ``E f(X) ~ f(m) + f''(m) v / 2`` for E X = m, Var X = v."""
-    s = expit(m)
-    return softplus(m) + 0.5 * s * (1.0 - s) * v
+    m = np.asarray(m, dtype=float)
+    e = np.exp(-np.abs(m))
+    out = np.log1p(e)
+    out += np.maximum(m, 0.0)
+    r = 1.0 / (1.0 + e)  # f''(m) = s(1 - s) = e r^2 for either sign of m
+    r *= r
+    r *= e
+    r *= v
+    r *= 0.5
+    out += r
+    return out
 
 
 # ------------------------------------------------------------------ theta
@@ -163,35 +173,30 @@ def update_rho(q, mu, s2, m_theta, v_theta, m_rho, prior_mean, prior_sd) -> tupl
 
 
 # ---------------------------------------------------------------------- D
-def _expected_term(m_theta, v_theta, m_rho, v_rho, mean_n, var_n):
-    """E f(theta_k + rho N) for N with the given moments (second order), broadcast on [i, k, k']."""
-    x = m_theta[None, :, None] + m_rho * mean_n
-    var_x = v_theta[None, :, None] + v_rho * (var_n + mean_n * mean_n) + m_rho * m_rho * var_n
-    return expected_softplus(x, var_x)
-
-
 def edge_logodds(q: np.ndarray, d: np.ndarray, m_theta: np.ndarray, v_theta: np.ndarray, m_rho: float,
                  v_rho: float, elogit_pi: float, variance: NeighbourVariance = "exact") -> np.ndarray:
     """Log-odds of q(D_kk' = 1), (K, K) symmetric with zero diagonal.
 
     ``logit q(D_kk') = E[logit pi_d] + 2 E[rho] sum_i q_ik q_ik' - Delta_kk' - Delta_k'k`` with
-    ``Delta_kk' = sum_i (E[f(theta_k + rho N_ik) | D_kk' = 1] - E[f(theta_k + rho N_ik) | D_kk' = 0])``,
-    where given D_kk' the count is ``D_kk' L_ik' + N_ik^(-k')``.
+    ``Delta_kk' = sum_i (E[f(theta_k + rho N_ik) | D_kk' = 1] - E[f(theta_k + rho N_ik) | D_kk' = 0])``.
+    Given D_kk' = c the count is ``c L_ik' + N'`` with ``N' = N_ik^(-k')`` (the
+    other neighbours); conditioning exactly on ``L_ik' ~ Bernoulli(q_ik')``,
+    ``Delta_kk' = sum_i q_ik' (E f(theta_k + rho (N' + 1)) - E f(theta_k + rho N'))``,
+    each expectation by the second-order expansion with the moments of N'.
     """
     K = q.shape[1]
     mu, s2 = neighbour_moments(q, d, variance)
     p = d[None, :, :] * q[:, None, :]  # [i, k, k'] = E[D_kk'] q_ik'
-    qn = np.broadcast_to(q[:, None, :], p.shape)
     mean0 = mu[:, :, None] - p
-    if variance == "poisson":
-        var0 = np.maximum(s2[:, :, None] - p, 0.0)
-        var1 = var0 + qn
-    else:
-        var0 = np.maximum(s2[:, :, None] - p * (1.0 - p), 0.0)
-        var1 = var0 + qn * (1.0 - qn)
-    t1 = _expected_term(m_theta, v_theta, m_rho, v_rho, mean0 + qn, var1)
-    t0 = _expected_term(m_theta, v_theta, m_rho, v_rho, mean0, var0)
-    delta = (t1 - t0).sum(axis=0)
+    var0 = s2[:, :, None] - (p if variance == "poisson" else p * (1.0 - p))
+    np.maximum(var0, 0.0, out=var0)
+    x0 = m_theta[None, :, None] + m_rho * mean0
+    # Var(theta_k + rho N) = v_theta + v_rho (Var N + E[N]^2) + E[rho]^2 Var N
+    w0 = (v_theta[None, :, None] + (v_rho + m_rho * m_rho) * var0) + v_rho * mean0 * mean0
+    w1 = w0 + v_rho * (2.0 * mean0 + 1.0)
+    diff = expected_softplus(x0 + m_rho, w1)
+    diff -= expected_softplus(x0, w0)
+    delta = np.einsum("ikl,il->kl", diff, q)
     out = elogit_pi + 2.0 * m_rho * (q.T @ q) - delta - delta.T
     out[np.diag_indices(K)] = -np.inf
     return out

@@ -327,6 +327,20 @@ class LatentGraphLCM:
     tol : float, default 1e-6
         Stop when the largest absolute change of q(L), of the posterior means
         of gamma, delta, eta, theta, rho and of E[D] is below ``tol``.
+    init_edge_prob : float, default 0.1
+        Starting E[D_kk'] for every pair.  A sparse start matters: the
+        q(D) log-odds grow with the number of cases, so q(D) snaps to 0 or 1
+        within a few iterations, and a dense start (0.5) lets weak
+        correlations switch on edges that then reinforce themselves through
+        the mean-field coupling of q(L) (a small shared rho spread over many
+        edges).  Starting sparse makes rho large first, so that only strongly
+        dependent pairs gain an edge.  See ``docs/lcm_derivation.md``.
+    edge_every : int, default 10
+        q(D) (the O(n K^2) step) is updated on every sweep while it still
+        changes by more than ``tol``; once it is stable, only every
+        ``edge_every`` sweeps.  Convergence is declared only on a sweep that
+        updated q(D) too, so the fixed point is that of the full scheme.
+        ``edge_every=1`` updates q(D) on every sweep.
     """
 
     priors: LCMPriors = field(default_factory=LCMPriors)
@@ -334,8 +348,14 @@ class LatentGraphLCM:
     neighbour_variance: Variance = "exact"
     max_iter: int = 500
     tol: float = 1e-6
+    init_edge_prob: float = 0.1
+    edge_every: int = 10
 
     def __post_init__(self) -> None:
+        if int(self.edge_every) < 1:
+            raise ValueError(f"edge_every must be >= 1; got {self.edge_every!r}")
+        if not 0 < float(self.init_edge_prob) < 1:
+            raise ValueError(f"init_edge_prob must lie in (0, 1); got {self.init_edge_prob!r}")
         if not isinstance(self.priors, LCMPriors):
             raise TypeError(f"priors must be an LCMPriors; got {type(self.priors).__name__}")
         if self.neighbour_variance not in ("exact", "poisson"):
@@ -400,9 +420,7 @@ class LatentGraphLCM:
 
 
 def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val, q, fixed, max_iter, tol) -> LCMResult:
-    import os
     pr = model.priors
-    warm = 0
     K = data.n_targets
     graph = model.graph
     var_kind = model.neighbour_variance
@@ -424,10 +442,7 @@ def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val,
     else:
         m_t, v_t = th_m0.copy(), th_sd**2
         m_r, v_r = (pr.rho[0], pr.rho[1] ** 2) if graph else (0.0, 0.0)
-        import os
-        d0 = os.environ.get("LCM_D0", pr.pi_d[0] / sum(pr.pi_d))
-        d = (np.load(d0) if isinstance(d0, str) and d0.endswith("npy") else np.full((K, K), float(d0))) if graph else np.zeros((K, K))
-        warm = int(os.environ.get("LCM_WARM", 0))
+        d = np.full((K, K), model.init_edge_prob) if graph else np.zeros((K, K))
         np.fill_diagonal(d, 0.0)
         pab = np.array(pr.pi_d)
     rows = []
@@ -435,6 +450,9 @@ def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val,
     converged = False
     it = 0
     prev = None
+    force_d = False
+    update_d = False
+    d_moving = True
     for it in range(1, max_iter + 1):
         q_old = q.copy()
         if fixed is None:
@@ -453,12 +471,14 @@ def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val,
             m_t, v_t = kn.update_theta(q, mu, s2, m_r, v_r, m_t, th_m0, th_sd)
             if graph:
                 m_r, v_r = kn.update_rho(q, mu, s2, m_t, v_t, m_r, pr.rho[0], pr.rho[1])
-            if graph and it > warm:
+            update_d = graph and (d_moving or it % model.edge_every == 0 or force_d)
+            if update_d:
+                d_old = d
                 la, lb = kn.beta_elog(pab[0], pab[1])
-                temp = min(1.0, it / max(int(os.environ.get("LCM_ANNEAL", 1)), 1))
-                d = expit(temp * kn.edge_logodds(q, d, m_t, v_t, m_r, v_r, float(la - lb), var_kind))
+                d = expit(kn.edge_logodds(q, d, m_t, v_t, m_r, v_r, float(la - lb), var_kind))
                 iu = np.triu_indices(K, 1)
                 pab = np.array([pr.pi_d[0] + d[iu].sum(), pr.pi_d[1] + (1 - d[iu]).sum()])
+                d_moving = bool(np.max(np.abs(d - d_old)) > tol)
         kn.update_q(q, base, m_t, m_r, d, ss_pos)
         means = np.concatenate([gab[:, 0] / gab.sum(1), dab[:, 0] / dab.sum(1), eab[:, 0] / eab.sum(1),
                                 m_t, [m_r], d.ravel()])
@@ -468,8 +488,12 @@ def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val,
         change = max(dq, dp) if fixed is None else dq
         rows.append((it, change, dq, m_r, time.perf_counter() - t0))
         if change < tol:
+            if fixed is None and graph and not update_d:
+                force_d = True  # converge only on a sweep that also updated q(D)
+                continue
             converged = True
             break
+        force_d = False
     score = kn.pseudo_elbo(q, Mc, np.asarray(M0, float), ss_meas, ss_val, {"gamma": gab, "delta": dab, "eta": eab},
                            m_t, np.maximum(v_t, 1e-300), m_r, max(v_r, 1e-300), d, pab, pr, graph, var_kind)
     trace = pd.DataFrame(rows, columns=["iteration", "max_change", "max_change_q", "rho_mean", "seconds"])

@@ -48,8 +48,8 @@ class SimulatedLCM:
         return self.L[self.case.to_numpy() == 1]
 
 
-def default_truth(K: int = 5, rho: float = 1.5) -> LCMParams:
-    """A reference truth: TPR 0.75..0.95, FPR 0.05..0.20, eta 0.5..0.7,
+def default_truth(K: int = 5, rho: float = 2.5) -> LCMParams:
+    """A reference truth: TPR 0.75..0.95, FPR 0.20..0.05, eta 0.6..0.8,
     theta from -1.0 to -2.0, and a graph of disjoint edges (0,1), (2,3), ...
     with coupling ``rho``.
     """
@@ -59,7 +59,7 @@ def default_truth(K: int = 5, rho: float = 1.5) -> LCMParams:
     return LCMParams(
         gamma=np.linspace(0.75, 0.95, K),
         delta=np.linspace(0.20, 0.05, K),
-        eta=np.linspace(0.5, 0.7, K),
+        eta=np.linspace(0.6, 0.8, K),
         theta=np.linspace(-1.0, -2.0, K),
         rho=rho,
         D=D,

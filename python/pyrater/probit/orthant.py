@@ -17,7 +17,8 @@ Three cases are computed:
 * ``R = I`` (the independence / naive-Bayes Dawid-Skene model): the
   probability factorises, ``log P = sum_j log Phi(s_j mu_j)`` -- computed
   exactly with :func:`scipy.special.log_ndtr`, no integration;
-* ``d <= 1``: ``P = 1`` or ``Phi(b)`` exactly;
+* ``d <= 2``: ``P = 1``, ``Phi(b)`` or the bivariate CDF (:func:`bvn_cdf`),
+  exactly;
 * otherwise Genz's separation-of-variables algorithm (Genz 1992), with the
   variables ordered by increasing limit and randomised quasi-Monte Carlo on a
   scrambled Sobol sequence (:class:`scipy.stats.qmc.Sobol`).  Everything is
@@ -168,6 +169,7 @@ def orthant_log_prob(
     n_qmc: int = 2048,
     rng: np.random.Generator | int | None = None,
     method: Literal["sobol", "scipy"] = "sobol",
+    chunk_elements: int = 2**15,
 ) -> np.ndarray:
     """``log P(y = pattern | z = k)`` for every pattern, given ``mu_k`` and ``R_k``.
 
@@ -189,12 +191,16 @@ def orthant_log_prob(
     method : {"sobol", "scipy"}
         Genz separation of variables on Sobol points (vectorised, default) or
         :func:`scipy.stats.multivariate_normal.cdf` per pattern.
+    chunk_elements : int
+        Patterns are integrated in chunks of about this many
+        (pattern, point) pairs.
 
     Returns
     -------
     array, shape (P,)
-        Log probabilities.  Exact (closed form) when ``R`` is the identity or
-        at most one label is present; QMC estimates otherwise.
+        Log probabilities.  Exact when ``R`` is the identity (product of
+        univariate CDFs) or at most two labels are present (univariate or
+        bivariate CDF, :func:`bvn_cdf`); QMC estimates otherwise.
     """
     patterns = np.asarray(patterns)
     mu = np.asarray(mu, dtype=float)
@@ -224,13 +230,27 @@ def orthant_log_prob(
     if method == "sobol":
         if points is None:
             points = sobol_points(n_qmc, max(J - 1, 1), rng)
-        # One batch for every missingness pattern: a missing annotator gets the
+        # Two labels: the bivariate normal CDF, exactly (no QMC).
+        two = rest[n_present[rest] == 2]
+        if two.size:
+            idx = np.argsort(~present[two], axis=1, kind="stable")[:, :2]  # the two present annotators
+            bb = np.take_along_axis(b_full[two], idx, axis=1)
+            ss = np.take_along_axis(signs[two], idx, axis=1)
+            rho = R[idx[:, 0], idx[:, 1]] * ss[:, 0] * ss[:, 1]
+            out[two] = np.log(np.maximum(bvn_cdf(bb[:, 0], bb[:, 1], rho), 1e-300))
+        # Three or more: Genz, in chunks of patterns with similar numbers of
+        # labels (small arrays stay in cache).  A missing annotator gets the
         # upper limit +inf, which integrates it out exactly (its factor is
-        # Phi(inf) = 1) -- the marginal over the annotators present.
-        b = np.where(present[rest], b_full[rest], np.inf)
-        s = np.where(present[rest], signs[rest], 1.0)
-        C = R[None, :, :] * s[:, :, None] * s[:, None, :]
-        out[rest] = _genz_log_prob(b, C, points, n_present[rest].max())
+        # Phi(inf) = 1), so every missingness pattern shares one code path.
+        many = rest[n_present[rest] > 2]
+        many = many[np.argsort(n_present[many], kind="stable")]
+        step = max(1, chunk_elements // points.shape[0])
+        for start in range(0, many.size, step):
+            rows = many[start : start + step]
+            b = np.where(present[rows], b_full[rows], np.inf)
+            s = np.where(present[rows], signs[rows], 1.0)
+            C = R[None, :, :] * s[:, :, None] * s[:, None, :]
+            out[rows] = _genz_log_prob(b, C, points, n_present[rows].max())
         return out
     masks, inv = np.unique(present[rest], axis=0, return_inverse=True)
     inv = inv.reshape(-1)

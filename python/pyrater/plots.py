@@ -1,0 +1,195 @@
+"""Plots of fitted models (matplotlib; every function returns the Figure).
+
+* :func:`plot_raters` -- one heatmap per rater of the error matrix theta.
+* :func:`plot_class_probabilities` -- stacked bars of class probabilities.
+* :func:`plot_prevalence` -- pi with credible intervals.
+* :func:`plot_ppc` -- a posterior predictive check histogram.
+* :func:`plot_trace`, :func:`plot_rank` -- MCMC diagnostics through ArviZ.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .results import DEFAULT_PROB, Fit
+
+__all__ = [
+    "plot_raters",
+    "plot_class_probabilities",
+    "plot_prevalence",
+    "plot_ppc",
+    "plot_trace",
+    "plot_rank",
+]
+
+
+def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, cmap: str = "Blues"):
+    """One heatmap per rater of the error matrix (posterior means, or the estimate).
+
+    Rows are the true category, columns the rating; every cell shows its
+    value; all panels share the colour scale [0, 1].
+
+    Parameters
+    ----------
+    fit : Fit
+    raters : sequence of rater labels, optional
+        Default: all raters.
+    ncols : int
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    theta = fit.point_estimate("theta")
+    labels = list(theta.coords["rater"].values) if raters is None else list(raters)
+    unknown = [r for r in labels if r not in set(theta.coords["rater"].values)]
+    if unknown:
+        raise ValueError(f"raters {unknown} not in the fitted data")
+    cats = [str(c) for c in theta.coords["category"].values]
+    K = len(cats)
+    n = len(labels)
+    ncols = max(1, min(ncols, n))
+    nrows = int(np.ceil(n / ncols))
+    size = 0.55 * K + 1.2
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 1, size * nrows + 0.4), squeeze=False)
+    image = None
+    for ax, rater in zip(axes.flat, labels):
+        values = theta.sel(rater=rater).to_numpy()
+        image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap=cmap)
+        for k in range(K):
+            for l in range(K):
+                ax.text(l, k, f"{values[k, l]:.2f}", ha="center", va="center",
+                        color="white" if values[k, l] > 0.6 else "black", fontsize=8)
+        ax.set_xticks(range(K), cats)
+        ax.set_yticks(range(K), cats)
+        ax.set_title(f"rater {rater}")
+        ax.set_xlabel("rating")
+        ax.set_ylabel("true category")
+    for ax in list(axes.flat)[n:]:
+        ax.remove()
+    fig.colorbar(image, ax=[a for a in axes.flat][:n], shrink=0.8, label="P(rating | true category)")
+    fig.suptitle(f"Error matrices ({fit.model.title}, {fit.method})")
+    return fig
+
+
+def plot_class_probabilities(fit: Fit, items: Sequence[Any] | None = None, n: int = 20, ax=None):
+    """Stacked bars of P(z_i = k) for chosen items (default: the ``n`` most uncertain).
+
+    Uncertainty is the entropy of the class probabilities.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    probs = fit.class_probabilities()
+    if items is None:
+        p = probs.to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            entropy = -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
+        order = np.argsort(-entropy, kind="stable")[:n]
+        probs = probs.iloc[order]
+    else:
+        missing = [i for i in items if i not in probs.index]
+        if missing:
+            raise ValueError(f"items {missing[:8]} not in the fitted data")
+        probs = probs.loc[list(items)]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * len(probs) + 1.5), 3.5))
+    else:
+        fig = ax.figure
+    x = np.arange(len(probs))
+    bottom = np.zeros(len(probs))
+    for cat in probs.columns:
+        ax.bar(x, probs[cat].to_numpy(), bottom=bottom, label=str(cat))
+        bottom += probs[cat].to_numpy()
+    ax.set_xticks(x, [str(i) for i in probs.index], rotation=90)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(probs.index.name or "item")
+    ax.set_ylabel("class probability")
+    ax.legend(title="category", bbox_to_anchor=(1.01, 1), loc="upper left")
+    ax.set_title("Latent class probabilities")
+    fig.tight_layout()
+    return fig
+
+
+def plot_prevalence(fit: Fit, prob: float = DEFAULT_PROB, ax=None):
+    """Prevalence pi: posterior means with central ``prob`` intervals (or the estimate).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    pi = fit.point_estimate("pi")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.0 * len(pi) + 2, 3.2))
+    else:
+        fig = ax.figure
+    x = np.arange(len(pi))
+    if fit.has_draws:
+        iv = fit.posterior_interval(prob, "pi")
+        lower = pi.to_numpy() - iv.sel(bound="lower").to_numpy()
+        upper = iv.sel(bound="upper").to_numpy() - pi.to_numpy()
+        ax.errorbar(x, pi.to_numpy(), yerr=[lower, upper], fmt="o", capsize=4,
+                    label=f"posterior mean, {100 * prob:g}% interval")
+    else:
+        ax.plot(x, pi.to_numpy(), "o", label=f"estimate ({fit.method})")
+    ax.set_xticks(x, [str(c) for c in pi.index])
+    ax.set_xlabel("category")
+    ax.set_ylabel("prevalence")
+    ax.set_ylim(0, max(1e-3, float(ax.get_ylim()[1])))
+    ax.legend()
+    ax.set_title("Prevalence")
+    fig.tight_layout()
+    return fig
+
+
+def plot_ppc(result, ax=None, bins: int = 30):
+    """Histogram of a posterior predictive statistic with the observed value marked.
+
+    Parameters
+    ----------
+    result : PPCResult
+        From :func:`pyrater.posterior_predictive_check`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+    else:
+        fig = ax.figure
+    ax.hist(result.simulated, bins=bins, color="0.7", edgecolor="white", label="replicated data")
+    ax.axvline(result.observed, color="C3", lw=2, label=f"observed = {result.observed:.3g}")
+    ax.set_xlabel(result.statistic)
+    ax.set_ylabel("count")
+    ax.set_title(f"Posterior predictive check (p = {result.p_value:.2f})")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _mcmc_idata(fit: Fit):
+    if not fit.has_draws:
+        raise NotImplementedError(f"trace and rank plots need MCMC draws; this is a {fit.method} fit")
+    return fit.to_inference_data()
+
+
+def plot_trace(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
+    """Trace plots through ArviZ (``az.plot_trace``); returns the Figure."""
+    import arviz as az
+
+    axes = az.plot_trace(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
+    return np.asarray(axes).flat[0].figure
+
+
+def plot_rank(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
+    """Rank plots through ArviZ (``az.plot_rank``); returns the Figure."""
+    import arviz as az
+
+    axes = az.plot_rank(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
+    return np.asarray(axes).flat[0].figure

@@ -1,0 +1,200 @@
+"""Posterior predictive simulation and checks.
+
+:func:`posterior_predict` draws replicated ratings: for posterior draw ``s``,
+the true class of an observed item is drawn from ``P(z_i | y_i, pi_s,
+theta_s)`` (so ``(pi_s, theta_s, z_s)`` is a draw from the joint posterior),
+the class of a new item from ``pi_s``, and each rating from
+``theta_s[rater, z]``.  For optimisation and EM fits the single estimate
+stands in for every draw (a plug-in predictive that ignores parameter
+uncertainty; the returned frame's ``attrs["plug_in"]`` says so).
+
+:func:`posterior_predictive_check` compares a statistic of the observed
+ratings with its distribution over replicated data sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .kernel import log_joint
+from .results import Fit
+
+__all__ = ["posterior_predict", "posterior_predictive_check", "PPCResult"]
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _categorical(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
+    """One draw per row of ``probs`` (..., K) by inverse CDF; returns (...) codes."""
+    cdf = np.cumsum(probs, axis=-1)
+    u = rng.random(probs.shape[:-1] + (1,)) * cdf[..., -1:]
+    return np.minimum((u > cdf).sum(axis=-1), probs.shape[-1] - 1)
+
+
+def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Index]:
+    """Unit codes (-1 = new item), rater codes, new-item codes and the item labels of the design."""
+    data = fit.data
+    if design is None:
+        if data.is_grouped:
+            long = data.to_long()
+            # grouped data: items are expanded; map each to its pattern
+            units = np.repeat(np.arange(data.n_units), data.weight)
+            item_codes = long.iloc[:, 0].to_numpy() - 1
+            return units[item_codes], data.rater_labels.get_indexer(long.iloc[:, 1]), item_codes, pd.Index(long.iloc[:, 0])
+        return data.unit.copy(), data.rater.copy(), data.unit.copy(), data.unit_labels[data.unit]
+    if not isinstance(design, pd.DataFrame):
+        raise TypeError(f"design must be a DataFrame with item and rater columns, got {type(design).__name__}")
+    cols = data._columns
+    item_col, rater_col = cols.get("item", "item"), cols.get("rater", "rater")
+    missing = [c for c in (item_col, rater_col) if c not in design.columns]
+    if missing:
+        raise ValueError(f"design is missing column(s) {missing}; columns are {list(design.columns)}")
+    raters = data.rater_labels.get_indexer(pd.Index(design[rater_col]))
+    if (raters < 0).any():
+        bad = pd.unique(design[rater_col].to_numpy()[raters < 0]).tolist()
+        raise ValueError(f"design column {rater_col!r} has raters {bad[:8]} not in the fitted data")
+    items = pd.Index(design[item_col])
+    units = data.unit_labels.get_indexer(items) if not data.is_grouped else np.full(len(items), -1)
+    new_items, _ = pd.factorize(items)
+    return units, raters, new_items, items
+
+
+def posterior_predict(
+    fit: Fit,
+    design: pd.DataFrame | None = None,
+    draws: int = 100,
+    seed: int | None = None,
+) -> pd.DataFrame:
+    """Simulate ratings from the posterior predictive distribution.
+
+    Parameters
+    ----------
+    fit : Fit
+        Any fitted model (MCMC, optimisation or EM).
+    design : DataFrame, optional
+        Rows of (item, rater) pairs to simulate, in the fitted data's column
+        names; items not in the data are new items (class drawn from pi).
+        Default: the observed design (every observed rating, repeats included).
+    draws : int
+        Number of replicated data sets (posterior draws, spread evenly over
+        the chains; for point fits, replicates at the estimate).
+    seed : int, optional
+
+    Returns
+    -------
+    DataFrame
+        Long: ``draw``, item, rater, rating (user labels; rating categorical),
+        ``draws * len(design)`` rows.
+    """
+    if not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    rng = np.random.default_rng(seed)
+    data = fit.data
+    units, raters, new_items, labels = _design_codes(fit, design)
+    if fit.has_draws:
+        pi_all, theta_all = fit._draws()
+        pick = np.linspace(0, pi_all.shape[0] - 1, draws).round().astype(int)
+        pi, theta = pi_all[pick], theta_all[pick]
+    else:
+        p, t = fit._point()
+        pi, theta = np.broadcast_to(p, (draws, *p.shape)), np.broadcast_to(t, (draws, *t.shape))
+    known = getattr(fit, "known", None)
+    known_arr = None if known is None else np.asarray(known)
+    observed = units >= 0
+    n_new = int(new_items[~observed].max()) + 1 if (~observed).any() else 0
+    new_index = np.unique(new_items[~observed], return_inverse=True)[1] if n_new else np.array([], dtype=int)
+    ratings = np.empty((draws, units.size), dtype=np.int64)
+    for s in range(draws):
+        lj = log_joint(data.counts, _log(pi[s]), _log(theta[s]))
+        if known_arr is not None:
+            rows = np.flatnonzero(known_arr >= 0)
+            lj[rows] = -np.inf
+            lj[rows, known_arr[rows]] = 0.0
+        post = np.exp(lj - lj.max(axis=1, keepdims=True))
+        z_units = _categorical(rng, post)
+        z = np.empty(units.size, dtype=np.int64)
+        z[observed] = z_units[units[observed]]
+        if n_new:
+            z_new = _categorical(rng, np.broadcast_to(pi[s], (n_new, pi.shape[1])))
+            z[~observed] = z_new[new_index]
+        ratings[s] = _categorical(rng, theta[s][raters, z])
+    cols = data._columns
+    out = pd.DataFrame(
+        {
+            "draw": np.repeat(np.arange(draws), units.size),
+            cols.get("item", "item"): np.tile(np.asarray(labels, dtype=object), draws),
+            cols.get("rater", "rater"): np.tile(data.rater_labels.to_numpy()[raters], draws),
+            cols.get("rating", "rating"): pd.Categorical.from_codes(ratings.ravel(), categories=data.categories),
+        }
+    )
+    out.attrs["plug_in"] = not fit.has_draws
+    return out
+
+
+@dataclass(frozen=True)
+class PPCResult:
+    """Result of :func:`posterior_predictive_check`.
+
+    Attributes
+    ----------
+    statistic : str
+        Name of the statistic.
+    observed : float
+        Its value on the observed ratings.
+    simulated : array, shape (draws,)
+        Its values on the replicated data sets.
+    p_value : float
+        Posterior predictive tail probability ``P(T(y_rep) >= T(y))``.
+    """
+
+    statistic: str
+    observed: float
+    simulated: np.ndarray
+    p_value: float
+
+    def plot(self, ax=None):
+        """Histogram of the simulated statistic with the observed value marked."""
+        from .plots import plot_ppc
+
+        return plot_ppc(self, ax=ax)
+
+
+def posterior_predictive_check(
+    fit: Fit,
+    statistic: Callable[[pd.DataFrame], float],
+    draws: int = 200,
+    seed: int | None = None,
+    name: str | None = None,
+) -> PPCResult:
+    """Posterior predictive check of a statistic of the long ratings table.
+
+    Parameters
+    ----------
+    fit : Fit
+    statistic : callable
+        Function of a long DataFrame (item, rater, rating columns as in the
+        fitted data) returning a number, e.g. the proportion of ratings in
+        a category or the rate of agreement between raters.
+    draws : int
+        Number of replicated data sets.
+    seed : int, optional
+    name : str, optional
+        Label for plots (default: the function's name).
+
+    Returns
+    -------
+    PPCResult
+    """
+    observed_df = fit.data.to_long()
+    observed = float(statistic(observed_df))
+    reps = posterior_predict(fit, draws=draws, seed=seed)
+    sims = np.array([float(statistic(g.drop(columns="draw").reset_index(drop=True))) for _, g in reps.groupby("draw", sort=True)])
+    p_value = float(np.mean(sims >= observed))
+    return PPCResult(statistic=name or getattr(statistic, "__name__", "statistic"), observed=observed, simulated=sims, p_value=p_value)
