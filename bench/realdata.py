@@ -579,6 +579,150 @@ def run(
     return out
 
 
+# --------------------------------------------------------------- notebook
+_NB_CELLS: list[tuple[str, str]] = [
+    ("markdown", """# Real gold-labelled crowdsourcing data: which method recovers the truth?
+
+Accuracy and calibration of majority vote, the EM variants of the Dawid-Skene family and the Stan
+Dawid-Skene fits on public crowdsourcing data sets with gold labels (`../shared/data`, not part of the
+repository). The numbers come from `bench/realdata.py`: this notebook reads the CSVs that script wrote
+under `bench/` (`realdata_*.csv`); where they are missing it recomputes the comparison on two small data
+sets (no Stan), so it always runs top to bottom in a minute or two."""),
+    ("code", """from pathlib import Path
+import importlib.util, sys
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+
+here = Path.cwd().resolve()
+repo = next(p for p in [here, *here.parents] if (p / "bench" / "realdata.py").exists())
+spec = importlib.util.spec_from_file_location("realdata", repo / "bench" / "realdata.py")
+rd = importlib.util.module_from_spec(spec); sys.modules["realdata"] = rd; spec.loader.exec_module(rd)
+bench = repo / "bench"
+pd.set_option("display.precision", 3)
+pd.set_option("display.width", 140)"""),
+    ("code", """if (bench / "realdata_results.csv").exists():
+    source = "bench/realdata_results.csv (full run of bench/realdata.py)"
+    res = pd.read_csv(bench / "realdata_results.csv")
+    rel = pd.read_csv(bench / "realdata_reliability.csv")
+    pub = pd.read_csv(bench / "realdata_published.csv")
+    semi = pd.read_csv(bench / "realdata_semisupervised.csv") if (bench / "realdata_semisupervised.csv").exists() else pd.DataFrame()
+    skipped = pd.read_csv(bench / "realdata_skipped.csv") if (bench / "realdata_skipped.csv").exists() else pd.DataFrame()
+    print((bench / "realdata_meta.txt").read_text() if (bench / "realdata_meta.txt").exists() else "")
+elif rd.list_datasets(rd.DEFAULT_DATA):
+    source = "recomputed here on two small data sets (no Stan)"
+    out = rd.run(rd.DEFAULT_DATA, ["bluebirds", "zheng_possent"], out_dir=None, stan=False, semi=False, log=lambda s: None)
+    res, rel, pub, semi, skipped = out["results"], out["reliability"], out["published"], out["semisupervised"], out["skipped"]
+else:
+    raise SystemExit("neither bench/realdata_results.csv nor ../shared/data is available")
+methods = [m for m in rd.METHODS if m in set(res.method)]
+datasets = list(dict.fromkeys(res.dataset))
+print(source, "|", len(datasets), "data sets |", len(methods), "methods")"""),
+    ("markdown", "## Data sets\\n\\nItems, raters, ratings, categories and gold items per data set."),
+    ("code", """res.groupby("dataset", sort=False)[["items", "raters", "ratings", "K", "gold"]].first()"""),
+    ("markdown", """## Accuracy on the gold items
+
+EM fits start from the soft majority vote with 5 random restarts (best objective kept, the gold labels never
+used); MAP uses rater's default priors (off-diagonal pseudo-counts raised to 1 for K >= 5). MV breaks ties
+in favour of the first category. Blank = not run (see the skipped list at the end)."""),
+    ("code", """acc = res.pivot(index="dataset", columns="method", values="accuracy").reindex(index=datasets, columns=methods)
+acc.style.format("{:.3f}", na_rep="").highlight_max(axis=1, color="#cde7c4")"""),
+    ("markdown", """## Published figures beside ours
+
+Parsed from each data set's `SOURCE.md` (Zheng et al. 2017, PVLDB, Table 6; Crowd-Kit's JOSS paper, 2024).
+Published majority votes break ties at random: compare them with "MV ours (ties split)", the expected
+accuracy of random tie-breaking."""),
+    ("code", """rows = []
+for (d, src), p in pub.groupby(["dataset", "source"], sort=False):
+    if d not in datasets:
+        continue
+    r = res[res.dataset == d].set_index("method")
+    q = p.set_index("method")
+    rows.append({"dataset": d, "source": src, "usable as target": bool(q.usable.all()),
+                 "MV published": q.accuracy.get("MV", np.nan),
+                 "MV ours (ties split)": r.accuracy_ties_split.get("MV", np.nan),
+                 "MV ours (first)": r.accuracy.get("MV", np.nan),
+                 "DS published": q.accuracy.get("DS", np.nan),
+                 "DS-ML ours": r.accuracy.get("DS-ML", np.nan), "DS-MAP ours": r.accuracy.get("DS-MAP", np.nan)})
+side = pd.DataFrame(rows)
+side["DS-ML minus published"] = side["DS-ML ours"] - side["DS published"]
+side"""),
+    ("markdown", "## Macro-F1, calibration (ECE), Brier score, log-loss, run time"),
+    ("code", """for metric in ["macro_f1", "ece", "brier", "log_loss", "seconds"]:
+    print(f"\\n{metric}")
+    print(res.pivot(index="dataset", columns="method", values=metric).reindex(index=datasets, columns=methods).round(3).to_string())"""),
+    ("markdown", """## Which method is best calibrated?
+
+Top-label expected calibration error (15 equal-width bins) per data set, summarised over the data sets
+where each method ran; the rank is taken within each data set (1 = lowest ECE)."""),
+    ("code", """ece = res.pivot(index="dataset", columns="method", values="ece").reindex(index=datasets, columns=methods)
+summary = pd.DataFrame({"mean ECE": ece.mean(), "median ECE": ece.median(), "mean rank": ece.rank(axis=1).mean(),
+                        "times best": (ece.rank(axis=1) == 1).sum(), "data sets": ece.notna().sum(),
+                        "mean accuracy": acc.mean()})
+full = [m for m in methods if ece[m].notna().all()]
+print("on every data set:", ece[full].mean().sort_values().round(3).to_dict())
+summary.sort_values("mean rank")"""),
+    ("markdown", """## Reliability diagrams, one per method
+
+Gold items of all data sets pooled (so large data sets weigh more): mean top-class probability against the
+share of correct top-class predictions, per confidence bin; the diagonal is perfect calibration. Marker
+area shows the number of items in the bin."""),
+    ("code", """pooled = rel.groupby(["method", "bin"]).apply(
+    lambda g: pd.Series({"count": g["count"].sum(),
+                         "confidence": np.nansum(g["confidence"] * g["count"]) / max(g["count"].sum(), 1),
+                         "accuracy": np.nansum(g["accuracy"] * g["count"]) / max(g["count"].sum(), 1)}),
+    include_groups=False).reset_index()
+n = len(methods); ncol = 3; nrow = int(np.ceil(n / ncol))
+fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.6 * nrow), sharex=True, sharey=True)
+for ax, m in zip(axes.flat, methods):
+    g = pooled[(pooled.method == m) & (pooled["count"] > 0)]
+    ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--")
+    ax.plot(g.confidence, g.accuracy, color="C0", lw=1)
+    ax.scatter(g.confidence, g.accuracy, s=10 + 400 * g["count"] / g["count"].sum(), color="C0", alpha=0.7)
+    e = ece[m]
+    ax.set_title(f"{m}  (mean ECE {e.mean():.3f}, {e.notna().sum()} sets)", fontsize=10)
+    ax.set_xlim(0, 1.02); ax.set_ylim(0, 1.02)
+for ax in list(axes.flat)[n:]:
+    ax.set_visible(False)
+for ax in axes[-1]:
+    ax.set_xlabel("mean top-class probability")
+for ax in axes[:, 0]:
+    ax.set_ylabel("share correct")
+fig.tight_layout()"""),
+    ("markdown", """## Semi-supervised: conditioning on 5% and 10% of the gold labels
+
+On the data sets with at least 500 gold items: a random 5% / 10% of the gold items is passed as `known=`
+(5 random splits); accuracy on the other gold items, against the unsupervised fit of the same method on the
+same items."""),
+    ("code", """if len(semi):
+    g = semi.groupby(["dataset", "method", "fraction"]).gain.mean().unstack(["method", "fraction"])
+    display(g.round(4))
+    display(semi.groupby(["method", "fraction"]).gain.agg(["mean", "min", "max"]).round(4))
+else:
+    print("no semi-supervised results in this run")"""),
+    ("markdown", "## Fits not run, and why"),
+    ("code", """skipped if len(skipped) else "none\""""),
+]
+
+
+def write_notebook(path: Path = REPO / "notebooks" / "real_data.ipynb", execute: bool = True) -> Path:
+    """Write (and by default execute in place) the notebook that shows the results."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    for kind, text in _NB_CELLS:
+        nb.cells.append(nbformat.v4.new_markdown_cell(text) if kind == "markdown" else nbformat.v4.new_code_cell(text))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    if execute:
+        import nbclient
+
+        nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
 def _read_meta(out_dir: Path) -> dict[str, str]:
     p = out_dir / "realdata_meta.txt"
     if not p.exists():
@@ -597,9 +741,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stan-max-ratings", type=int, default=STAN_MAX_RATINGS)
     ap.add_argument("--mcmc-max-ratings", type=int, default=MCMC_MAX_RATINGS)
     ap.add_argument("--report-only", action="store_true", help="rebuild RESULTS_realdata.md from the CSVs")
+    ap.add_argument("--notebook", action="store_true", help="(re)write and execute notebooks/real_data.ipynb")
     args = ap.parse_args(argv)
-    if args.report_only:
-        print(write_report(args.out_dir, _read_meta(args.out_dir)))
+    if args.report_only or args.notebook:
+        if args.report_only:
+            print(write_report(args.out_dir, _read_meta(args.out_dir)))
+        if args.notebook:
+            print(write_notebook())
         return 0
     if not args.data_dir.is_dir():
         print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)
