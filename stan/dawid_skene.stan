@@ -6,17 +6,21 @@
 //
 // theta[j, k, l] = P(rater j says l | true class k).  The discrete z_i are
 // summed out so that NUTS can run; class probabilities are computed in Python
-// from the draws (pyrater.kernel), not stored per draw.
+// from the draws (pyrater.kernel), not stored per draw.  The log density
+// includes every normalising constant of the priors.
 //
 // Data layout (shared by all pyrater programs; built by pyrater.stan_data):
 // a "unit" is an item (long / wide data, weight 1) or a distinct rating
-// pattern (grouped data, weight = tally).  The unit-by-(rater, rating) count
-// matrix C (I x J*K, C[i, (j-1)*K + l] = number of times rater j gave rating l
-// to unit i) is passed in compressed sparse row form (w, v, u) as used by
-// csr_matrix_times_vector, so the unit log joint log p(y_i, z_i = k) is
-//   log pi[k] + C[i] * log_theta_mat[:, k],   log_theta_mat[(j-1)*K + l, k] = log theta[j, k, l],
-// i.e. K sparse products whose cost scales with the number of nonzeros.
-// Any design is allowed: incomplete, unbalanced, repeated ratings.
+// pattern (grouped data, weight = tally), and the log likelihood is
+// sum_i weight[i] * log p(y_i).  The unit-by-(rater, rating) count matrix C
+// (I x J*K, C[i, (j-1)*K + l] = times rater j gave rating l to unit i) comes
+// in compressed sparse row form (w, v, u, as for csr_matrix_times_vector).
+// The unit log joint is
+//   log p(y_i, z_i = k) = log pi[k] + sum_c C[i, c] * lt[c, k],
+//   lt[(j-1)*K + l, k] = log theta[j, k, l],
+// computed for all units and classes by one sparse product (cost ~ the
+// number of nonzeros, i.e. ratings, or patterns for grouped data).  Any
+// design is allowed: incomplete, unbalanced, repeated ratings.
 functions {
   // (J*K) x K matrix with entry [(j-1)*K + l, k] = log theta[j, k, l].
   matrix log_theta_matrix(array[,] vector theta) {
@@ -31,24 +35,18 @@ functions {
     return out;
   }
 
-  // Per-unit log-likelihood: log p(y_i) = log_sum_exp_k log p(y_i, z_i = k),
-  // or log p(y_i, z_i = known[i]) for units whose class is known.
-  vector unit_log_lik(matrix log_theta_mat, vector log_pi, data vector w,
-                      data array[] int v, data array[] int u, data array[] int known) {
-    int I = size(u) - 1;
-    int K = cols(log_theta_mat);
-    int JK = rows(log_theta_mat);
-    matrix[I, K] lj;
+  // Per-unit log-likelihood from r = C_b * to_vector(lt): r[(k-1)*I + i] is the
+  // log joint log p(y_i, z_i = k).  log p(y_i) = log_sum_exp_k, or the known
+  // class's log joint log p(y_i, z_i = known[i]) when the class is known.
+  vector unit_log_lik(vector r, int I, data array[] int known) {
+    int K = rows(r) %/% I;
+    matrix[I, K] lj = to_matrix(r, I, K);
     vector[I] ll;
-    for (k in 1:K) {
-      lj[:, k] = csr_matrix_times_vector(I, JK, w, v, u, log_theta_mat[:, k]) + log_pi[k];
-    }
     for (i in 1:I) {
       ll[i] = known[i] == 0 ? log_sum_exp(lj[i]) : lj[i, known[i]];
     }
     return ll;
-  }
-}
+  }}
 data {
   int<lower=2> K;                           // number of categories
   int<lower=1> J;                           // number of raters
@@ -65,24 +63,63 @@ data {
 }
 transformed data {
   vector[I] weight_v = to_vector(weight);
+  // Block-diagonal CSR form of kron(I_K, [C, 1]): row (k-1)*I + i holds row i of
+  // the count matrix C in column block k, plus a 1 in the block's last column,
+  // so ONE sparse product with to_vector(lt), lt = [log theta matrix; log pi']
+  // ((J*K + 1) x K), gives the log joint of every unit and class.
+  int JK1 = J * K + 1;
+  int nnz_b = K * (nnz + I);
+  vector[nnz_b] wb;
+  array[nnz_b] int vb;
+  array[K * I + 1] int ub;
+  {
+    int pos = 1;
+    for (k in 1:K) {
+      for (i in 1:I) {
+        ub[(k - 1) * I + i] = pos;
+        for (idx in u[i]:(u[i + 1] - 1)) {
+          wb[pos] = w[idx];
+          vb[pos] = (k - 1) * JK1 + v[idx];
+          pos += 1;
+        }
+        wb[pos] = 1;
+        vb[pos] = k * JK1;
+        pos += 1;
+      }
+    }
+    ub[K * I + 1] = pos;
+  }
+  // The Dirichlet priors as one dot product with to_vector(lt):
+  // log p(pi, theta) = prior_const + dot_product(prior_m1, to_vector(lt)).
+  vector[JK1 * K] prior_m1;
+  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha));
+  {
+    matrix[JK1, K] m1;
+    for (j in 1:J) {
+      for (k in 1:K) {
+        m1[((j - 1) * K + 1):(j * K), k] = beta[j, k] - 1;
+        prior_const += lgamma(sum(beta[j, k])) - sum(lgamma(beta[j, k]));
+      }
+    }
+    m1[JK1] = (alpha - 1)';
+    prior_m1 = to_vector(m1);
+  }
 }
 parameters {
   simplex[K] pi;                            // prevalence of the true classes
   array[J, K] simplex[K] theta;             // theta[j, k, l] = P(rating l | class k, rater j)
 }
 model {
-  target += dirichlet_lpdf(pi | alpha);
-  for (j in 1:J) {
-    for (k in 1:K) {
-      target += dirichlet_lpdf(theta[j, k] | beta[j, k]);
-    }
-  }
-  target += dot_product(weight_v, unit_log_lik(log_theta_matrix(theta), log(pi), w, v, u, known));
+  vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(theta), log(pi)'));
+  target += prior_const + dot_product(prior_m1, lt);
+  target += dot_product(weight_v, unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt),
+                                               I, known));
 }
 generated quantities {
-  // log p(y_i) per unit (per pattern for grouped data: multiply by weight for its items' total)
+  // log p(y_i) per unit (for a pattern of grouped data: per item of that pattern)
   vector[write_log_lik ? I : 0] log_lik;
   if (write_log_lik) {
-    log_lik = unit_log_lik(log_theta_matrix(theta), log(pi), w, v, u, known);
+    vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(theta), log(pi)'));
+    log_lik = unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt), I, known);
   }
 }

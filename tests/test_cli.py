@@ -78,3 +78,25 @@ def test_demo_runs_end_to_end_with_stan(tmp_path):
         assert (tmp_path / name).exists()
     probs = pd.read_csv(tmp_path / "class_probabilities.csv", index_col=0)
     assert list(probs.columns[:3]) == list(EXAMPLE_CATEGORIES) and probs.index[0].startswith("case_")
+
+
+@pytest.mark.stan
+def test_fit_command_writes_plots_for_mcmc(tmp_path, anesthesia_path):
+    res = run("fit", str(anesthesia_path), "--method", "mcmc", "--chains", "2", "--draws", "200",
+              "--out", str(tmp_path), "--quiet")
+    assert res.returncode == 0, res.stderr
+    for name in ("raters.png", "class_probabilities.png", "prevalence.png", "trace.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    params = pd.read_csv(tmp_path / "parameters.csv", index_col=0)
+    assert {"mean", "5%", "95%", "rhat", "ess_bulk"} <= set(params.columns)
+
+
+@pytest.mark.stan
+def test_compare_command_prints_loo_table(anesthesia_path):
+    res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "class_conditional",
+              "--chains", "2", "--draws", "300")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert "elpd_loo" in lines[0] and "elpd_diff" in lines[0]
+    assert {lines[1].split()[0], lines[2].split()[0]} == {"dawid_skene", "class_conditional"}
+    assert "fitting models" in res.stderr  # progress indication

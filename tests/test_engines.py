@@ -393,3 +393,20 @@ def test_cmdstanpy_errors_carry_stan_message(tmp_path, monkeypatch):
     with pytest.raises(StanError, match="K"):
         eng.sample("dawid_skene", dict(d, K=1), chains=1, warmup=10, draws=10, seed=1, inits="random",
                    progress=False)
+
+
+@pytest.mark.stan
+def test_sample_inside_running_event_loop(pystan_engine):
+    """Jupyter runs an event loop; sampling and optimising must still work there."""
+    import asyncio
+
+    d = stan_data(simulate(K=2, J=3, I=15, seed=1), "class_conditional")
+
+    async def inside():
+        fit = pystan_engine.sample("class_conditional", d, chains=2, warmup=50, draws=20, seed=3, progress=False)
+        opt = pystan_engine.optimize("class_conditional", d, seed=3, n_inits=1)
+        return fit, opt
+
+    fit, opt = asyncio.run(inside())
+    assert fit.draws["p"].shape == (2, 20, 3, 2)
+    assert opt.params["p"].shape == (3, 2)

@@ -234,3 +234,10 @@ def test_majority_vote_accepts_a_dataframe_and_scores():
     p = mv.probabilities.loc[["a", "b", "c", "d"]].to_numpy()
     # ties split: a: yes among {no, yes} -> 1/2; b: 1; c: maybe among {maybe, yes} -> 1/2; d: yes in {maybe, yes} -> 1/2
     assert accuracy(y, probs=p, ties="split") == pytest.approx((0.5 + 1 + 0.5 + 0.5) / 4)
+
+
+def test_uniform_bins_respect_decimal_edges():
+    # 0.7 * 10 is 7.000000000000001 in floating point; 0.7 must still fall in (0.6, 0.7]
+    d = reliability_diagram([0, 0, 0], [[0.7, 0.3], [0.6, 0.4], [0.3 + 0.4, 0.3]], n_bins=10)
+    assert d.loc[d["count"] > 0, "bin"].tolist() == [5, 6]
+    assert d.loc[6, "count"] == 2

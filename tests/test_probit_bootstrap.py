@@ -180,7 +180,7 @@ def test_prevalence_estimated_from_test_labels():
                          items_per_group=2000, population_per_group=2000, group_prevalence=(30, 70), seed=9)
     model = ProbitDawidSkene(correlation="independent")
     res = model.bootstrap(sim.validation, sim.test, n_boot=100, pi="estimate", seed=1)
-    true_pi = sim.sample_counts.sum() / sim.n_items if hasattr(sim, "n_items") else sim.sample_counts.sum() / 8000
+    true_pi = sim.sample_counts.sum() / len(sim.test)
     assert res.pi.mean() == pytest.approx(true_pi, abs=0.03)
     assert 0 < res.pi.std() < 0.05
     # the bisection solves the score equation

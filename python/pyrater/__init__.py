@@ -15,7 +15,7 @@ simulate
     Simulated data with known truth.
 """
 
-from . import kernel, plots
+from . import kernel, lcm, plots
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em

@@ -21,8 +21,16 @@ class LCMDataError(ValueError):
     """Invalid input for the latent class model (the message lists every problem)."""
 
 
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def _show(values: Any, limit: int = 6) -> str:
-    vals = list(pd.unique(pd.Series(list(values), dtype=object)))
+    vals = [_plain(v) for v in pd.unique(pd.Series(list(values), dtype=object))]
     text = ", ".join(repr(v) for v in vals[:limit])
     return text + (f", ... ({len(vals)} distinct)" if len(vals) > limit else "")
 
@@ -102,8 +110,9 @@ def _as_table(value: Any, name: str, problems: list[str]) -> tuple[np.ndarray | 
         bad_cols = [c for c in value.columns if (value[c].notna() & pd.to_numeric(value[c], errors="coerce").isna()).any()]
         for c in bad_cols:
             col = value[c]
-            bad = col[col.notna() & pd.to_numeric(col, errors="coerce").isna()]
-            problems.append(f"{name} column {c!r} has non-numeric values {_show(bad)}; expected 0 or 1")
+            nonnum = (col.notna() & pd.to_numeric(col, errors="coerce").isna()).to_numpy()
+            problems.append(f"{name} column {c!r} has non-numeric values {_show(col[nonnum])}; expected 0 or 1")
+            arr[nonnum, value.columns.get_loc(c)] = 0.0  # reported once, not again as missing
         return arr, cols, rows
     try:
         arr = np.array(value, dtype=float)

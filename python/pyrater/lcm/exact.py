@@ -102,6 +102,7 @@ def exact_posterior_array(Mc: np.ndarray, ss: np.ndarray, params: LCMParams, chu
         lw = np.where(impossible, -np.inf, lw)
         w = np.exp(lw - logsumexp(lw, axis=1, keepdims=True))
         out[sl] = w @ states
+    out[pos] = 1.0  # exact: no state with L_k = 0 has weight (removes rounding)
     return out
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable, Literal
 
 import numpy as np
-from scipy.special import digamma, expit, log_expit
+from scipy.special import digamma, expit
 
 __all__ = [
     "softplus",
@@ -37,6 +37,7 @@ __all__ = [
     "bronze_logodds",
     "update_q",
     "mean_field_residual",
+    "pseudo_elbo",
 ]
 
 NeighbourVariance = Literal["exact", "poisson"]
@@ -198,6 +199,7 @@ def edge_logodds(q: np.ndarray, d: np.ndarray, m_theta: np.ndarray, v_theta: np.
     diff -= expected_softplus(x0, w0)
     delta = np.einsum("ikl,il->kl", diff, q)
     out = elogit_pi + 2.0 * m_rho * (q.T @ q) - delta - delta.T
+    out = 0.5 * (out + out.T)  # exactly symmetric despite rounding
     out[np.diag_indices(K)] = -np.inf
     return out
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import LCMResult

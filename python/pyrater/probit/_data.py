@@ -18,7 +18,15 @@ import pandas as pd
 
 from ..data import RatingDataError
 
-__all__ = ["resolve_annotators", "binary_labels", "ValidationTable", "TestTable", "read_validation", "read_test"]
+__all__ = [
+    "resolve_annotators",
+    "binary_labels",
+    "ValidationTable",
+    "TestTable",
+    "read_validation",
+    "read_test",
+    "read_population",
+]
 
 
 def _show(values: Sequence[Any], limit: int = 6) -> str:
@@ -88,7 +96,7 @@ def binary_labels(column: pd.Series, name: Hashable, problems: list[str], allow_
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ValidationTable:
     """Validation labels (n, J) int8 with -1 missing, and gold labels (n,)."""
 
@@ -97,7 +105,7 @@ class ValidationTable:
     annotators: list[Hashable]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TestTable:
     """Test labels (m, J), group codes (m,) and the group labels (G,)."""
 

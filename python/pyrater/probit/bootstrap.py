@@ -51,7 +51,7 @@ probabilities, the second the uncertainty of the probabilities themselves
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -145,7 +145,7 @@ def _quantiles(draws: pd.DataFrame, q: Sequence[float]) -> pd.DataFrame:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GroupCounts:
     """Bootstrap distribution of the number of positive items per group.
 

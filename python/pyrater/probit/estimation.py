@@ -76,8 +76,11 @@ __all__ = [
     "tetrachoric",
     "signed_probit_correlation",
     "nearest_correlation",
+    "signed_probit_covariance",
     "ProbitParameters",
     "estimate_parameters",
+    "estimate_batch",
+    "validation_patterns",
 ]
 
 CorrelationMethod = Literal["tetrachoric", "signed_probit", "independent"]
@@ -328,7 +331,7 @@ def estimate_batch(
 
 
 # ------------------------------------------------------------------ results
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProbitParameters:
     """Point estimates of the probit Dawid-Skene parameters.
 

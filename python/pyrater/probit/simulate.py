@@ -60,7 +60,7 @@ def simulate_labels(
     return y
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SimulatedStudy:
     """A simulated validation set, test sample and the truth.
 
