@@ -6,10 +6,12 @@
 //   z_i ~ Categorical(pi),  y_ijr | z_i = k ~ Categorical(theta[j, k])
 //
 // p[j, k] is rater j's accuracy on items of true class k; errors are spread
-// evenly over the other categories.
+// evenly over the other categories.  The log density includes every
+// normalising constant of the priors.
 //
 // Data layout: as in dawid_skene.stan (units with integer weights; the
-// unit-by-(rater, rating) count matrix in CSR form (w, v, u)).
+// unit-by-(rater, rating) count matrix C in CSR form (w, v, u); one sparse
+// product gives every unit's log joint for every class).
 functions {
   // (J*K) x K matrix with entry [(j-1)*K + l, k] = log theta[j, k, l].
   matrix log_theta_matrix(array[] vector p) {
@@ -27,23 +29,18 @@ functions {
     return out;
   }
 
-  // Per-unit log-likelihood: log p(y_i), or log p(y_i, z_i = known[i]).
-  vector unit_log_lik(matrix log_theta_mat, vector log_pi, data vector w,
-                      data array[] int v, data array[] int u, data array[] int known) {
-    int I = size(u) - 1;
-    int K = cols(log_theta_mat);
-    int JK = rows(log_theta_mat);
-    matrix[I, K] lj;
+  // Per-unit log-likelihood from r = C_b * to_vector(lt): r[(k-1)*I + i] is the
+  // log joint log p(y_i, z_i = k).  log p(y_i) = log_sum_exp_k, or the known
+  // class's log joint log p(y_i, z_i = known[i]) when the class is known.
+  vector unit_log_lik(vector r, int I, data array[] int known) {
+    int K = rows(r) %/% I;
+    matrix[I, K] lj = to_matrix(r, I, K);
     vector[I] ll;
-    for (k in 1:K) {
-      lj[:, k] = csr_matrix_times_vector(I, JK, w, v, u, log_theta_mat[:, k]) + log_pi[k];
-    }
     for (i in 1:I) {
       ll[i] = known[i] == 0 ? log_sum_exp(lj[i]) : lj[i, known[i]];
     }
     return ll;
-  }
-}
+  }}
 data {
   int<lower=2> K;                           // number of categories
   int<lower=1> J;                           // number of raters
@@ -61,17 +58,48 @@ data {
 }
 transformed data {
   vector[I] weight_v = to_vector(weight);
+  // Block-diagonal CSR form of kron(I_K, [C, 1]): row (k-1)*I + i holds row i of
+  // the count matrix C in column block k, plus a 1 in the block's last column,
+  // so ONE sparse product with to_vector(lt), lt = [log theta matrix; log pi']
+  // ((J*K + 1) x K), gives the log joint of every unit and class.
+  int JK1 = J * K + 1;
+  int nnz_b = K * (nnz + I);
+  vector[nnz_b] wb;
+  array[nnz_b] int vb;
+  array[K * I + 1] int ub;
+  {
+    int pos = 1;
+    for (k in 1:K) {
+      for (i in 1:I) {
+        ub[(k - 1) * I + i] = pos;
+        for (idx in u[i]:(u[i + 1] - 1)) {
+          wb[pos] = w[idx];
+          vb[pos] = (k - 1) * JK1 + v[idx];
+          pos += 1;
+        }
+        wb[pos] = 1;
+        vb[pos] = k * JK1;
+        pos += 1;
+      }
+    }
+    ub[K * I + 1] = pos;
+  }
+  // normalising constants of the priors (the kernels are added in the model block)
+  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha)) - J * sum(lbeta(beta1, beta2));
 }
 parameters {
   simplex[K] pi;                            // prevalence of the true classes
   array[J] vector<lower=0, upper=1>[K] p;   // p[j, k]: accuracy of rater j on class k
 }
 model {
-  target += dirichlet_lpdf(pi | alpha);
+  vector[K] log_pi = log(pi);
+  vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(p), log_pi'));
+  target += prior_const + dot_product(alpha - 1, log_pi);
   for (j in 1:J) {
-    target += beta_lpdf(p[j] | beta1, beta2);
+    target += beta_lupdf(p[j] | beta1, beta2);
   }
-  target += dot_product(weight_v, unit_log_lik(log_theta_matrix(p), log(pi), w, v, u, known));
+  target += dot_product(weight_v, unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt),
+                                               I, known));
 }
 generated quantities {
   array[J, K] simplex[K] theta;             // the implied error matrices
@@ -83,6 +111,7 @@ generated quantities {
     }
   }
   if (write_log_lik) {
-    log_lik = unit_log_lik(log_theta_matrix(p), log(pi), w, v, u, known);
+    vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(p), log(pi)'));
+    log_lik = unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt), I, known);
   }
 }

@@ -9,10 +9,12 @@
 //   z_i ~ Categorical(pi),  y_ijr | z_i = k ~ Categorical(theta[j, k])
 //
 // The raters' unconstrained error matrices gamma[j] are drawn around a
-// population mean mu with scale sigma (non-centred parameterisation).
+// population mean mu with scale sigma (non-centred parameterisation).  The
+// log density includes every normalising constant of the priors.
 //
 // Data layout: as in dawid_skene.stan (units with integer weights; the
-// unit-by-(rater, rating) count matrix in CSR form (w, v, u)).
+// unit-by-(rater, rating) count matrix C in CSR form (w, v, u); one sparse
+// product gives every unit's log joint for every class).
 functions {
   // (J*K) x K matrix with entry [(j-1)*K + l, k] = log theta[j, k, l]
   // = log_softmax(gamma[j, k])[l].
@@ -29,23 +31,18 @@ functions {
     return out;
   }
 
-  // Per-unit log-likelihood: log p(y_i), or log p(y_i, z_i = known[i]).
-  vector unit_log_lik(matrix log_theta_mat, vector log_pi, data vector w,
-                      data array[] int v, data array[] int u, data array[] int known) {
-    int I = size(u) - 1;
-    int K = cols(log_theta_mat);
-    int JK = rows(log_theta_mat);
-    matrix[I, K] lj;
+  // Per-unit log-likelihood from r = C_b * to_vector(lt): r[(k-1)*I + i] is the
+  // log joint log p(y_i, z_i = k).  log p(y_i) = log_sum_exp_k, or the known
+  // class's log joint log p(y_i, z_i = known[i]) when the class is known.
+  vector unit_log_lik(vector r, int I, data array[] int known) {
+    int K = rows(r) %/% I;
+    matrix[I, K] lj = to_matrix(r, I, K);
     vector[I] ll;
-    for (k in 1:K) {
-      lj[:, k] = csr_matrix_times_vector(I, JK, w, v, u, log_theta_mat[:, k]) + log_pi[k];
-    }
     for (i in 1:I) {
       ll[i] = known[i] == 0 ? log_sum_exp(lj[i]) : lj[i, known[i]];
     }
     return ll;
-  }
-}
+  }}
 data {
   int<lower=2> K;                           // number of categories
   int<lower=1> J;                           // number of raters
@@ -61,7 +58,34 @@ data {
 }
 transformed data {
   vector[I] weight_v = to_vector(weight);
+  // Block-diagonal CSR form of kron(I_K, [C, 1]): row (k-1)*I + i holds row i of
+  // the count matrix C in column block k, plus a 1 in the block's last column,
+  // so ONE sparse product with to_vector(lt), lt = [log theta matrix; log pi']
+  // ((J*K + 1) x K), gives the log joint of every unit and class.
+  int JK1 = J * K + 1;
+  int nnz_b = K * (nnz + I);
+  vector[nnz_b] wb;
+  array[nnz_b] int vb;
+  array[K * I + 1] int ub;
+  {
+    int pos = 1;
+    for (k in 1:K) {
+      for (i in 1:I) {
+        ub[(k - 1) * I + i] = pos;
+        for (idx in u[i]:(u[i + 1] - 1)) {
+          wb[pos] = w[idx];
+          vb[pos] = (k - 1) * JK1 + v[idx];
+          pos += 1;
+        }
+        wb[pos] = 1;
+        vb[pos] = k * JK1;
+        pos += 1;
+      }
+    }
+    ub[K * I + 1] = pos;
+  }
   vector[K * K] mu_loc = to_vector(add_diag(rep_matrix(0, K, K), 2));  // prior means of mu
+  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha)) + K * K * log2();  // half-normal: x2
 }
 parameters {
   simplex[K] pi;                            // prevalence of the true classes
@@ -70,14 +94,16 @@ parameters {
   array[J] matrix[K, K] gamma_raw;          // standardised rater effects
 }
 model {
-  target += dirichlet_lpdf(pi | alpha);
+  vector[K] log_pi = log(pi);
+  vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(mu, sigma, gamma_raw), log_pi'));
+  target += prior_const + dot_product(alpha - 1, log_pi);
   target += normal_lpdf(to_vector(mu) | mu_loc, 1);
-  target += normal_lpdf(to_vector(sigma) | 0, 1) + K * K * log2();   // half-normal
+  target += normal_lpdf(to_vector(sigma) | 0, 1);
   for (j in 1:J) {
     target += std_normal_lpdf(to_vector(gamma_raw[j]));
   }
-  target += dot_product(weight_v, unit_log_lik(log_theta_matrix(mu, sigma, gamma_raw), log(pi),
-                                               w, v, u, known));
+  target += dot_product(weight_v, unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt),
+                                               I, known));
 }
 generated quantities {
   array[J, K] simplex[K] theta;             // theta[j, k, l] = P(rating l | class k, rater j)
@@ -89,6 +115,7 @@ generated quantities {
     }
   }
   if (write_log_lik) {
-    log_lik = unit_log_lik(log_theta_matrix(mu, sigma, gamma_raw), log(pi), w, v, u, known);
+    vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(mu, sigma, gamma_raw), log(pi)'));
+    log_lik = unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt), I, known);
   }
 }

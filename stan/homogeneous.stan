@@ -5,13 +5,15 @@
 //   theta[k] ~ Dirichlet(beta[k])              (row k of the shared error matrix)
 //   z_i ~ Categorical(pi),  y_ijr | z_i = k ~ Categorical(theta[k])
 //
-// theta[k, l] = P(any rater says l | true class k).
+// theta[k, l] = P(any rater says l | true class k).  The log density
+// includes every normalising constant of the priors.
 //
 // Data layout: as in dawid_skene.stan (units with integer weights; the
-// unit-by-(rater, rating) count matrix in CSR form (w, v, u)).  Because the
+// unit-by-(rater, rating) count matrix C in CSR form (w, v, u)).  Because the
 // error matrix is shared, the counts are summed over raters once, in
-// transformed data, into a dense I x K matrix n, and the unit log joint is the
-// single product n * log(theta)' (cost I * K * K per evaluation).
+// transformed data, into a dense I x (K + 1) matrix n (last column 1), and
+// the log joint of every unit and class is the single product
+// n * [log theta'; log pi'] (cost I * K * K per evaluation).
 functions {
   // Per-unit log-likelihood from the I x K log joint; known units conditioned.
   vector marginal_log_lik(matrix lj, data array[] int known) {
@@ -23,13 +25,14 @@ functions {
     return ll;
   }
 
-  // K x K matrix with entry [l, k] = log theta[k, l].
-  matrix log_theta_matrix(array[] vector theta) {
+  // (K + 1) x K matrix with entry [l, k] = log theta[k, l] and last row log pi.
+  matrix log_theta_matrix(array[] vector theta, vector pi) {
     int K = size(theta);
-    matrix[K, K] out;
+    matrix[K + 1, K] out;
     for (k in 1:K) {
-      out[:, k] = log(theta[k]);
+      out[1:K, k] = log(theta[k]);
     }
+    out[K + 1] = log(pi)';
     return out;
   }
 }
@@ -49,12 +52,24 @@ data {
 }
 transformed data {
   vector[I] weight_v = to_vector(weight);
-  matrix[I, K] n = rep_matrix(0, I, K);     // n[i, l]: ratings l of unit i, summed over raters
+  matrix[I, K + 1] n = append_col(rep_matrix(0, I, K), rep_vector(1, I));  // ratings per category
   for (i in 1:I) {
     for (idx in u[i]:(u[i + 1] - 1)) {
       int l = (v[idx] - 1) % K + 1;
       n[i, l] += w[idx];
     }
+  }
+  // The Dirichlet priors as one dot product with to_vector(log_theta_matrix(theta, pi)).
+  vector[(K + 1) * K] prior_m1;
+  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha));
+  {
+    matrix[K + 1, K] m1;
+    for (k in 1:K) {
+      m1[1:K, k] = beta[k] - 1;
+      prior_const += lgamma(sum(beta[k])) - sum(lgamma(beta[k]));
+    }
+    m1[K + 1] = (alpha - 1)';
+    prior_m1 = to_vector(m1);
   }
 }
 parameters {
@@ -62,16 +77,13 @@ parameters {
   array[K] simplex[K] theta;                // theta[k, l] = P(rating l | class k), all raters
 }
 model {
-  target += dirichlet_lpdf(pi | alpha);
-  for (k in 1:K) {
-    target += dirichlet_lpdf(theta[k] | beta[k]);
-  }
-  target += dot_product(weight_v, marginal_log_lik(
-    n * log_theta_matrix(theta) + rep_matrix(log(pi)', I), known));
+  matrix[K + 1, K] lt = log_theta_matrix(theta, pi);
+  target += prior_const + dot_product(prior_m1, to_vector(lt));
+  target += dot_product(weight_v, marginal_log_lik(n * lt, known));
 }
 generated quantities {
   vector[write_log_lik ? I : 0] log_lik;    // log p(y_i) per unit
   if (write_log_lik) {
-    log_lik = marginal_log_lik(n * log_theta_matrix(theta) + rep_matrix(log(pi)', I), known);
+    log_lik = marginal_log_lik(n * log_theta_matrix(theta, pi), known);
   }
 }

@@ -288,7 +288,9 @@ def _normalise_rows_in_place(
             np.subtract(lt, c, out=lt)
     with np.errstate(over="ignore"):
         np.exp(lj, out=lj)
-    s = lj @ np.ones(K)
+    # einsum, not a BLAS product with ones: multi-threaded BLAS is slow for these shapes on a busy
+    # machine, and numpy's sum over a short trailing axis is slower still
+    s = np.einsum("ik->i", lj)
     with np.errstate(divide="ignore"):
         log_s = np.log(s)
     if shift is None:
@@ -508,7 +510,8 @@ def _m_step(
     else:
         np.multiply(T, prob.weight[:, None], out=wT)
         src = wT
-    n_k = prob.weight @ T  # BLAS gemv: numpy's sum over a long axis of an (I, K) array is slower
+    # class totals sum_i w_i T[i, k]; einsum (see _normalise_rows_in_place), not T.sum(axis=0)
+    n_k = np.einsum("ik->k", src)
     # N_flat[j*K + l, k] = sum_i C[i, j*K + l] w_i T[i, k]; C.T is CSC: a scatter into a small output
     N = np.asarray(prob.counts.T @ src).reshape(J, K, K).transpose(0, 2, 1)  # (J, k, l)
     if prior is not None:
@@ -604,7 +607,7 @@ def _e_step(
         sub = _clamp_known(log_joint(prob.counts[redo], log_pi, log_theta), None if prob.known is None else prob.known[redo])
         ll_units[redo], _ = _normalise_rows_in_place(sub)
         lj[redo] = sub
-    ll = float(ll_units.sum()) if prob.unit_weights else float(prob.weight @ ll_units)
+    ll = float(ll_units.sum()) if prob.unit_weights else float(np.einsum("i,i->", prob.weight, ll_units))
     return lj, ll_units, ll
 
 
