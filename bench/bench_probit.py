@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--boot", type=int, default=200)
     ap.add_argument("--n-qmc", type=int, default=256, help="Sobol points per orthant probability in the calibration")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--pi", default="prior", help="'prior' (Beta(2, 10) draws, default), 'estimate' or a number")
     args = ap.parse_args()
     print(machine())
     if args.what in ("speed", "all"):
@@ -101,13 +102,14 @@ def main() -> None:
         }
         sim = default_simulation()
         t0 = time.perf_counter()
+        pi = args.pi if args.pi in ("prior", "estimate") else float(args.pi)
         study = calibration_study(
-            args.datasets, models=models, simulation=sim, n_boot=args.boot, seed=args.seed, progress=True
+            args.datasets, models=models, simulation=sim, n_boot=args.boot, seed=args.seed, pi=pi, progress=True
         )
         elapsed = time.perf_counter() - t0
         print(
             f"\n## Calibration: {args.datasets} data sets x 10 groups, B = {args.boot}, "
-            f"n_qmc = {args.n_qmc}, 90% intervals ({elapsed:.0f} s)\n"
+            f"n_qmc = {args.n_qmc}, pi = {args.pi}, 90% intervals ({elapsed:.0f} s)\n"
         )
         tab = coverage_table(study).reset_index()
         print(markdown(tab))
@@ -121,8 +123,9 @@ def main() -> None:
             .agg(["mean", "size"])
             .unstack("prevalence band")
         )
-        print("\nCoverage by true proportion positive in the group (mean, intervals):\n")
-        by.columns = [f"{a} {b}" for a, b in by.columns]
+        by = by.reindex(columns=sorted(by.columns, key=lambda c: (c[0] != "mean", c[1].left)))
+        by.columns = [f"{'coverage' if a == 'mean' else 'n'} {b}" for a, b in by.columns]
+        print("\nCoverage by the group's true proportion of positives:\n")
         print(markdown(by.reset_index()))
 
 

@@ -410,3 +410,12 @@ def test_sample_inside_running_event_loop(pystan_engine):
     fit, opt = asyncio.run(inside())
     assert fit.draws["p"].shape == (2, 20, 3, 2)
     assert opt.params["p"].shape == (3, 2)
+
+
+@pytest.mark.stan
+def test_progress_bar_is_shown(pystan_engine, capsys):
+    d = stan_data(simulate(K=2, J=3, I=15, seed=2), "homogeneous")
+    pystan_engine.sample("homogeneous", d, chains=2, warmup=100, draws=100, seed=1, progress=True)
+    assert "Sampling 2 chains" in capsys.readouterr().err
+    pystan_engine.sample("homogeneous", d, chains=2, warmup=100, draws=100, seed=1, progress=False)
+    assert "Sampling" not in capsys.readouterr().err

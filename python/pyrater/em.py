@@ -150,8 +150,9 @@ class EMFit(Fit):
     compressed : bool
         True when long data was compressed into distinct count rows.
     timings : dict
-        Seconds spent in ``setup`` (validation, counts, compression,
-        initialisation) and in the EM ``loop`` of every run.
+        Seconds spent in ``setup`` (validation, count matrix, compression)
+        and, per run, in ``loop`` (initial class probabilities and the EM
+        iterations).
     """
 
     data: RatingData = field(repr=False)

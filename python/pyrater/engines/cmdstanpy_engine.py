@@ -131,10 +131,11 @@ class CmdStanPyEngine(Engine):
         exe = folder / (model_name + (".exe" if os.name == "nt" else ""))
         try:
             if exe.exists() and not force:
-                model = CmdStanModel(stan_file=str(stan_path), exe_file=str(exe), compile=False)
+                model = CmdStanModel(stan_file=str(stan_path), exe_file=str(exe))
             else:
                 logger.info("compiling %s with CmdStan into %s", model_name, folder)
-                model = CmdStanModel(stan_file=str(stan_path), compile="force" if force else True)
+                # the executable is written next to the cached copy of the program
+                model = CmdStanModel(stan_file=str(stan_path), force_compile=force)
         except Exception as exc:
             raise StanCompileError(f"Stan program did not compile:\n{str(exc).strip()}") from None
         self._models[key] = model
