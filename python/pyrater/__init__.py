@@ -15,10 +15,11 @@ simulate
     Simulated data with known truth.
 """
 
-from . import kernel, lcm, plots
+from . import evaluate, kernel, lcm, plots
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
+from .evaluate import majority_vote, score
 from .fit import fit
 from .mixture import binomial_mixture_em
 from .predict import PPCResult, posterior_predict, posterior_predictive_check
@@ -71,4 +72,8 @@ __all__ = [
     "posterior_predict",
     "posterior_predictive_check",
     "PPCResult",
+    "evaluate",
+    "majority_vote",
+    "score",
+    "lcm",
 ]

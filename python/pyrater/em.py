@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,6 +96,12 @@ _INITS = ("majority", "random")
 _AUTO_COMPRESS_SHARE = 0.5
 # rows per block when hashing count rows (bounds the temporary memory)
 _HASH_BLOCK_NNZ = 1 << 21
+_BACKENDS = ("auto", "numba", "scipy")
+# backend="auto" uses the fused numba kernel from this many stored counts on (below, loading numba and
+# its cached kernel, about 0.5 s once per process, costs more than the iterations save)
+_FUSED_MIN_NNZ = 500_000
+# the fused kernel pads the class axis to 8 SIMD lanes
+_FUSED_MAX_K = 8
 
 
 class EMConvergenceWarning(UserWarning):
@@ -150,9 +158,12 @@ class EMFit(Fit):
     compressed : bool
         True when long data was compressed into distinct count rows.
     timings : dict
-        Seconds spent in ``setup`` (validation, count matrix, compression)
-        and, per run, in ``loop`` (initial class probabilities and the EM
-        iterations).
+        Seconds spent in ``setup`` (validation, count matrix, compression,
+        loading numba when used) and, per run, in ``loop`` (initial class
+        probabilities, the EM iterations and, for numba, loading the
+        kernel).
+    backend : {"numba", "scipy"}
+        How the iterations were computed (see :func:`em`).
     """
 
     data: RatingData = field(repr=False)
@@ -174,6 +185,7 @@ class EMFit(Fit):
     n_fitted_units: int = 0
     compressed: bool = False
     timings: dict = field(default_factory=dict, repr=False)
+    backend: str = "scipy"
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
@@ -495,17 +507,18 @@ def _kind(model: Model) -> str:
 
 def _normalise(num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Normalise the last axis; zero rows become uniform.  Returns (probs, empty mask)."""
-    tot = num.sum(axis=-1, keepdims=True)
-    empty = tot[..., 0] <= 0
-    out = np.divide(num, tot, out=np.full_like(num, 1.0 / num.shape[-1]), where=tot > 0)
-    return out, empty
+    # einsum, not num.sum(axis=-1): numpy's sum over a short trailing axis is several times slower
+    tot = np.einsum("...k->...", num)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = num / tot[..., None]
+    fill = ~(tot > 0)
+    if fill.any():
+        out[fill] = 1.0 / num.shape[-1]
+    return out, tot <= 0
 
 
-def _m_step(
-    prob: _Problem, T: np.ndarray, kind: str, prior: _Prior | None, wT: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """pi (K,), theta (J, K, K) and the empty-row mask (J, K) from class probabilities T."""
-    J, K = prob.J, prob.K
+def _expected_counts(prob: _Problem, T: np.ndarray, wT: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Class totals ``n_k = sum_i w_i T[i, k]`` (K,) and expected counts ``C.T @ (w T)`` (J*K, K)."""
     if prob.unit_weights:
         src = T
     else:
@@ -514,7 +527,27 @@ def _m_step(
     # class totals sum_i w_i T[i, k]; einsum (see _normalise_rows_in_place), not T.sum(axis=0)
     n_k = np.einsum("ik->k", src)
     # N_flat[j*K + l, k] = sum_i C[i, j*K + l] w_i T[i, k]; C.T is CSC: a scatter into a small output
-    N = np.asarray(prob.counts.T @ src).reshape(J, K, K).transpose(0, 2, 1)  # (J, k, l)
+    return n_k, np.asarray(prob.counts.T @ src)
+
+
+def _m_step_from_counts(
+    n_k: np.ndarray, N_flat: np.ndarray, J: int, K: int, kind: str, prior: _Prior | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pi (K,), theta (J, K, K) and the empty-row mask (J, K) from expected counts.
+
+    Parameters
+    ----------
+    n_k : array (K,)
+        Class totals ``sum_i w_i T[i, k]``.
+    N_flat : array (J*K, K)
+        ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
+        it is not modified).
+    J, K : int
+    kind : {"dawid_skene", "homogeneous", "class_conditional"}
+    prior : _Prior or None
+        MAP hyperparameters; None for ML.
+    """
+    N = np.reshape(N_flat, (J, K, K)).transpose(0, 2, 1)  # (J, k, l)
     if prior is not None:
         n_k = n_k + (prior.alpha - 1.0)
     pi, _ = _normalise(n_k)
@@ -540,6 +573,14 @@ def _m_step(
         theta = np.repeat(((1.0 - p) / (K - 1))[:, :, None], K, axis=2)
         theta[:, np.arange(K), np.arange(K)] = p
     return pi, theta, empty
+
+
+def _m_step(
+    prob: _Problem, T: np.ndarray, kind: str, prior: _Prior | None, wT: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pi (K,), theta (J, K, K) and the empty-row mask (J, K) from class probabilities T."""
+    n_k, N_flat = _expected_counts(prob, T, wT)
+    return _m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
 
 
 def _log_joint_into(
@@ -653,6 +694,154 @@ def _run(
     }
 
 
+def _load_fused() -> Any:
+    """The numba kernels of :mod:`pyrater._fused`, or None when numba cannot be imported."""
+    try:
+        from . import _fused
+    except ImportError:
+        return None
+    return _fused
+
+
+def _choose_backend(backend: str, prob: _Problem) -> Any:
+    """The :mod:`pyrater._fused` module when the fused numba path is used, else None."""
+    usable = prob.fast and 2 <= prob.K <= _FUSED_MAX_K
+    if backend == "scipy" or (backend == "auto" and (not usable or prob.counts.nnz < _FUSED_MIN_NNZ)):
+        return None
+    fused = _load_fused()
+    if backend == "numba":
+        if fused is None:
+            raise ImportError("backend='numba' needs numba (pip install numba); use backend='scipy' or 'auto'")
+        if not usable:
+            raise ValueError(
+                f"backend='numba' supports 2 to {_FUSED_MAX_K} categories on a float64 CSR count matrix "
+                f"(here K = {prob.K}); use backend='scipy' or 'auto'"
+            )
+    return fused
+
+
+class _FusedKernel:
+    """One fused EM pass (:func:`pyrater._fused.em_iteration`) over a problem, with reused buffers.
+
+    The units are split into ``n_threads`` contiguous ranges of about equal
+    numbers of stored counts; each range runs in its own thread (the kernel
+    releases the GIL) with its own expected-count matrix, summed afterwards.
+    """
+
+    def __init__(self, fused: Any, prob: _Problem, n_threads: int) -> None:
+        c = prob.counts
+        I, JK = c.shape
+        KP = fused.KP
+        self.fused = fused
+        self.K = prob.K
+        self.csr = (c.indptr, c.indices, c.data)
+        self.known = np.empty(0, np.int64) if prob.known is None else np.ascontiguousarray(prob.known, dtype=np.int64)
+        self.weight = np.empty(0) if prob.unit_weights else np.ascontiguousarray(prob.weight, dtype=np.float64)
+        self.LT = fused.aligned_zeros((JK, KP))  # padded lanes stay 0
+        n = max(1, min(int(n_threads), I))
+        # unit ranges with about nnz / n stored counts each
+        cuts = np.searchsorted(c.indptr, np.linspace(0, c.nnz, n + 1)[1:-1], side="left")
+        self.bounds = [int(b) for b in np.concatenate([[0], cuts, [I]])]
+        self.N = [fused.aligned_zeros((JK, KP)) for _ in range(n)]
+        self.n_k = [np.zeros(KP) for _ in range(n)]
+        self.no_T = np.empty((0, prob.K))
+        self.no_ll = np.empty(0)
+        self.no_N = np.empty((0, KP))
+        fused.compile_for(fused.em_iteration, *self._args(0, np.zeros(KP), self.no_T, self.N[0]))
+
+    def m_step_sums(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``n_k`` (K,) and the expected counts (J*K, K) (a view) from class probabilities ``T``."""
+        f, K = self.fused, self.K
+        I = self.bounds[-1]
+        args = (*self.csr, T, self.weight, 0, I, self.N[0], self.n_k[0])
+        f.compile_for(f.expected_counts, *args)
+        f.expected_counts(*args)
+        return self.n_k[0][:K].copy(), self.N[0][:, :K]
+
+    def _args(self, t: int, log_pi: np.ndarray, T: np.ndarray, N: np.ndarray) -> tuple:
+        return (*self.csr, self.LT, log_pi, self.known, self.weight, self.bounds[t], self.bounds[t + 1],
+                self.K, T, self.no_ll, N, self.n_k[t])
+
+    def __call__(
+        self, pi: np.ndarray, theta: np.ndarray, executor: Any, T: np.ndarray | None = None, counts: bool = True
+    ) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+        """E-step at (pi, theta) and, when ``counts``, the M-step's expected counts.
+
+        Returns ``(log_lik, n_k (K,), N_flat (J*K, K) view)``; writes the class
+        probabilities into ``T`` (I, K) when given.
+        """
+        with np.errstate(divide="ignore"):
+            log_pi = self.fused.pad_log_pi(np.log(pi))
+            self.fused.pad_log_theta(np.log(theta), self.LT)
+        T_out = self.no_T if T is None else T
+        n = len(self.N)
+        calls = [self._args(t, log_pi, T_out, self.N[t] if counts else self.no_N) for t in range(n)]
+        kernel = self.fused.em_iteration
+        if n == 1:
+            parts = [kernel(*calls[0])]
+        else:
+            parts = [f.result() for f in [executor.submit(kernel, *a) for a in calls]]
+        ll = float(sum(parts))
+        if not counts:
+            return ll, None, None
+        N, n_k = self.N[0], self.n_k[0]
+        for t in range(1, n):
+            N += self.N[t]
+            n_k += self.n_k[t]
+        K = self.K
+        return ll, n_k[:K].copy(), N[:, :K]
+
+
+def _run_fused(
+    prob: _Problem,
+    T: np.ndarray,
+    kind: str,
+    prior: _Prior | None,
+    tol: float,
+    max_iter: int,
+    fused: Any,
+    n_threads: int,
+) -> dict[str, Any]:
+    """:func:`_run` with each iteration one pass of the fused numba kernel.
+
+    Same iterations, objective and stopping rule as :func:`_run`; the first
+    M-step (from the initial class probabilities) takes its sums from
+    :func:`pyrater._fused.expected_counts`.  The
+    class probabilities are written, into the memory of ``T``, only at the
+    final estimate: by the pass of iteration ``max_iter``, or by one more
+    E-pass (same kernel and parameters) when the run converged earlier.
+    """
+    kern = _FusedKernel(fused, prob, n_threads)
+    T = np.ascontiguousarray(T, dtype=np.float64)
+    pi, theta, empty = _m_step_from_counts(*kern.m_step_sums(T), prob.J, prob.K, kind, prior)
+    trace: list[float] = []
+    converged = False
+    ll = np.nan
+    with ThreadPoolExecutor(max_workers=len(kern.N)) if len(kern.N) > 1 else nullcontext() as ex:
+        for it in range(max_iter):
+            last = it + 1 >= max_iter
+            # the last iteration is the final estimate: its pass writes the class probabilities
+            ll, n_k, N_flat = kern(pi, theta, ex, T=T if last else None, counts=not last)
+            obj = ll if prior is None else ll + prior.log_density(pi, theta)
+            trace.append(obj)
+            if it > 0 and abs(obj - trace[-2]) <= tol * max(1.0, abs(obj)):
+                converged = True
+                break
+            if not last:
+                pi, theta, empty = _m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
+        if not last:  # stopped by convergence: one more E-pass at the same estimate for T
+            kern(pi, theta, ex, T=T, counts=False)
+    return {
+        "pi": pi,
+        "theta": theta,
+        "empty": empty,
+        "T": T,
+        "log_lik": ll,
+        "trace": np.asarray(trace),
+        "converged": converged,
+    }
+
+
 def _check_init(init: Any, I: int, K: int) -> np.ndarray | str:
     if isinstance(init, str):
         if init not in _INITS:
@@ -688,6 +877,8 @@ def em(
     seed: "int | np.random.Generator | None" = None,
     data_format: Literal["long", "wide", "grouped"] = "long",
     compress: "bool | Literal['auto']" = "auto",
+    backend: Literal["auto", "numba", "scipy"] = "auto",
+    n_threads: int = 1,
 ) -> EMFit:
     """Fit a Dawid-Skene-family model by EM (Dawid & Skene 1979): ML or MAP.
 
@@ -740,6 +931,20 @@ def em(
         back to every item.  ``"auto"`` compresses non-grouped data when the
         distinct rows are at most half the items.  Estimates are identical
         either way.
+    backend : {"auto", "numba", "scipy"}
+        How an iteration is computed.  ``"numba"``: one fused pass over the
+        count matrix per iteration (:mod:`pyrater._fused`; needs numba and
+        at most 8 categories), about 2-3x faster than ``"scipy"``: the two
+        sparse products of the module notes.  ``"auto"`` uses numba when it
+        can be imported, K <= 8 and the (possibly compressed) count matrix
+        holds at least 500,000 counts; below that, loading numba and its
+        cached kernel (about 0.5 s once per process; compiling it the very
+        first time takes a few seconds) would cost more than it saves.  Both
+        give the same estimates up to rounding (about 1e-15 relative).
+    n_threads : int
+        Threads for the numba backend (the units are split into that many
+        ranges, each with its own expected-count matrix).  Default 1.  The
+        result depends on it only through the order of floating-point sums.
 
     Returns
     -------
@@ -784,6 +989,10 @@ def em(
         raise ValueError(f"tol must be a non-negative number, got {tol!r}")
     if compress not in (True, False, "auto"):
         raise ValueError(f"compress must be True, False or 'auto', got {compress!r}")
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise ValueError(f"n_threads must be a positive integer, got {n_threads!r}")
     rng = np.random.default_rng(seed)
 
     data = as_rating_data(data, data_format)
@@ -827,10 +1036,12 @@ def em(
             K=K,
         )
     n_fit = prob.counts.shape[0]
+    fused = _choose_backend(backend, prob)
 
     def start(which: "str | np.ndarray") -> np.ndarray:
+        # a fresh float64 array: the runs overwrite it
         if isinstance(which, np.ndarray):
-            T0 = which
+            T0 = np.array(which, dtype=float)
             if first is not None:  # weighted mean within each group (same first M-step)
                 wsum = np.bincount(inverse, weights=weight, minlength=n_fit)
                 T0 = np.stack([np.bincount(inverse, weights=weight * which[:, k], minlength=n_fit) for k in range(K)], 1)
@@ -839,10 +1050,14 @@ def em(
                 if flat.any():
                     T0[flat] = which[first[flat]]
         elif which == "majority":
-            T0 = soft_majority_vote(prob.counts, K)
+            if fused is None:
+                T0 = soft_majority_vote(prob.counts, K)
+            else:  # the same shares in one pass
+                c = prob.counts
+                T0 = fused.vote_shares(c.indptr, c.indices, c.data, np.empty((n_fit, K)))
         else:
             T0 = rng.dirichlet(np.ones(K), size=n_fit)
-        return _clamp_T(np.array(T0, dtype=float), prob.known)
+        return _clamp_T(T0, prob.known)
 
     setup = time.perf_counter() - t0
     runs = []
@@ -850,7 +1065,10 @@ def em(
     for r in range(1 + n_restarts):
         t1 = time.perf_counter()
         T0 = start(init_checked if r == 0 else "random")
-        runs.append(_run(prob, T0, kind, prior, tol, int(max_iter)))
+        if fused is None:
+            runs.append(_run(prob, T0, kind, prior, tol, int(max_iter)))
+        else:
+            runs.append(_run_fused(prob, T0, kind, prior, tol, int(max_iter), fused, int(n_threads)))
         loop_times.append(time.perf_counter() - t1)
     finals = np.array([run["trace"][-1] for run in runs])
     best = 0
@@ -889,4 +1107,5 @@ def em(
         n_fitted_units=n_fit,
         compressed=first is not None,
         timings={"setup": setup, "loop": loop_times},
+        backend="scipy" if fused is None else "numba",
     )

@@ -249,7 +249,11 @@ class GroupCounts:
         raise ValueError(f"which must be 'count', 'proportion' or 'total', got {which!r}")
 
     def interval(self, prob: float | None = None, which: str = "count") -> pd.DataFrame:
-        """Central (percentile) bootstrap intervals, columns ``lower``, ``upper``."""
+        """Central (percentile) bootstrap intervals, columns ``lower``, ``upper``.
+
+        Quantiles interpolate linearly between order statistics (pandas'
+        default), so bounds of integer counts can be fractional.
+        """
         prob = self.prob if prob is None else prob
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob!r}")
@@ -316,7 +320,7 @@ def _resample_and_sum(
     resample_test: bool,
     sample_z: bool,
     rng: np.random.Generator,
-    progress: bool | None = None,
+    progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps 2-6 given the per-replicate class log-likelihoods ``ll`` (B, Q, 2).
 
@@ -329,8 +333,7 @@ def _resample_and_sum(
     expected = np.empty((n_boot, G))
     realisation = np.empty((n_boot, G))
     pis = np.empty(n_boot)
-    show = progress if progress is not None else n_boot >= 2000
-    for b in tqdm(range(n_boot), disable=not show, desc="bootstrap", leave=False):
+    for b in tqdm(range(n_boot), disable=not progress, desc="bootstrap (steps 2-6)", leave=False):
         llb = ll[b]
         # step 3: test resampling within groups (multinomial over patterns)
         c = rng.multinomial(prep.n_g, freq) if resample_test else prep.cell
@@ -537,10 +540,10 @@ class ProbitDawidSkene:
             raise ValueError(f"prob must be in (0, 1), got {prob!r}")
         rng = np.random.default_rng(seed)
         prep = self._prepare(validation, test, annotators, gold, group, population)
-        ll = self._replicate_log_likelihoods(prep, n_boot, resample_validation, rng)
+        show = progress if progress is not None else n_boot >= 2000
+        ll = self._replicate_log_likelihoods(prep, n_boot, resample_validation, rng, progress=show)
         counts, expected, realisation, pis = _resample_and_sum(
-            ll, prep, n_boot, pi=pi, pi_prior=(a_pi, b_pi), resample_test=resample_test, sample_z=sample_z,
-            rng=rng, progress=progress,
+            ll, prep, n_boot, pi=pi, pi_prior=(a_pi, b_pi), resample_test=resample_test, sample_z=sample_z, rng=rng
         )
         return self._result(
             prep, counts, expected, realisation, pis,
@@ -559,7 +562,15 @@ class ProbitDawidSkene:
         )
 
     # ------------------------------------------------------------ internals
-    def _prepare(self, validation, test, annotators, gold, group, population) -> "_Prepared":
+    def _prepare(
+        self,
+        validation: pd.DataFrame,
+        test: pd.DataFrame,
+        annotators: Sequence[Hashable] | None,
+        gold: Hashable,
+        group: Hashable,
+        population: Mapping[Hashable, float] | pd.Series | None,
+    ) -> _Prepared:
         """Validate the inputs and reduce them to distinct patterns."""
         v = read_validation(validation, annotators, gold)
         t = read_test(test, v.annotators, group)
@@ -591,7 +602,12 @@ class ProbitDawidSkene:
         )
 
     def _replicate_log_likelihoods(
-        self, prep: "_Prepared", n_boot: int, resample_validation: bool, rng: np.random.Generator
+        self,
+        prep: _Prepared,
+        n_boot: int,
+        resample_validation: bool,
+        rng: np.random.Generator,
+        progress: bool = False,
     ) -> np.ndarray:
         """Steps 1 and the orthant part of 4: ``log P(y_q | z = k)`` per replicate, (B, Q, 2).
 
@@ -605,9 +621,24 @@ class ProbitDawidSkene:
             return np.broadcast_to(ll, (n_boot, *ll.shape))
         weights = [rng.multinomial(c.sum(), c / c.sum(), size=n_boot) for c in prep.vcounts]
         _, mu_b, R_b = estimate_batch(prep.vpats, weights, **self._estimation_kw())
-        return np.stack([self.class_log_likelihood(prep.tpats, mu_b[b], R_b[b], points) for b in range(n_boot)])
+        return np.stack(
+            [
+                self.class_log_likelihood(prep.tpats, mu_b[b], R_b[b], points)
+                for b in tqdm(range(n_boot), disable=not progress, desc="bootstrap", leave=False)
+            ]
+        )
 
-    def _result(self, prep, counts, expected, realisation, pis, settings, prob) -> GroupCounts:
+    def _result(
+        self,
+        prep: _Prepared,
+        counts: np.ndarray,
+        expected: np.ndarray,
+        realisation: np.ndarray,
+        pis: np.ndarray,
+        settings: BootstrapSettings,
+        prob: float,
+    ) -> GroupCounts:
+        """Wrap the (B, G) arrays into a :class:`GroupCounts` keyed by the user's groups."""
         n_boot = counts.shape[0]
         rep = pd.RangeIndex(n_boot, name="replicate")
         cols = prep.groups
