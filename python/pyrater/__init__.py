@@ -15,7 +15,7 @@ simulate
     Simulated data with known truth.
 """
 
-from . import evaluate, kernel, lcm, plots
+from . import evaluate, kernel, lcm, plots, probit
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
@@ -76,4 +76,5 @@ __all__ = [
     "majority_vote",
     "score",
     "lcm",
+    "probit",
 ]

@@ -372,13 +372,24 @@ def _may_compress(counts: sp.csr_matrix) -> bool:
     I, JK = counts.shape
     if not counts.has_sorted_indices:
         return True
-    n = np.diff(counts.indptr)
-    has = n > 0
+    indptr = counts.indptr
+    n = np.diff(indptr)
     key = n.astype(np.uint64)
+    if counts.nnz == 0:
+        return True
     c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+    # first and last column of each row (0 for empty rows, whose key stays 0); no boolean-mask indexing
+    first_col = counts.indices[np.minimum(indptr[:-1], counts.nnz - 1)].astype(np.uint64)
+    last_col = counts.indices[np.maximum(indptr[1:] - 1, 0)].astype(np.uint64)
+    empty = n == 0
+    if empty.any():
+        first_col[empty] = 0
+        last_col[empty] = 0
     with np.errstate(over="ignore"):
-        key[has] ^= counts.indices[counts.indptr[:-1][has]].astype(np.uint64) * c1
-        key[has] ^= counts.indices[counts.indptr[1:][has] - 1].astype(np.uint64) * c2
+        first_col *= c1
+        last_col *= c2
+        key ^= first_col
+        key ^= last_col
         # distinct keys >= occupied buckets of a bitmap with >= 8 I buckets (multiplicative hashing);
         # a bitmap is much cheaper than counting distinct keys exactly (a hash table or a sort)
         bits = int(min(26, max(10, np.ceil(np.log2(8 * max(I, 1))))))

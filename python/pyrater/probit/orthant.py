@@ -98,7 +98,11 @@ def sobol_points(n: int, dim: int, rng: np.random.Generator | int | None = None)
     if dim <= 0:
         return np.zeros((2**m, 0))
     rng = np.random.default_rng(rng)
-    pts = qmc.Sobol(d=dim, scramble=True, rng=rng).random_base2(m)
+    try:
+        engine = qmc.Sobol(d=dim, scramble=True, rng=rng)
+    except TypeError:  # scipy < 1.15 names the argument ``seed``
+        engine = qmc.Sobol(d=dim, scramble=True, seed=rng)
+    pts = engine.random_base2(m)
     # keep strictly inside (0, 1) so ndtri stays finite
     return np.clip(pts, 1e-15, 1 - 1e-15)
 

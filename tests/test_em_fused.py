@@ -1,0 +1,265 @@
+"""The fused numba EM iteration (pyrater._fused) against the scipy path of pyrater.em."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("numba")
+
+from conftest import shared_file  # noqa: E402
+from pyrater import _fused  # noqa: E402
+from pyrater.data import RatingData  # noqa: E402
+from pyrater.em import EMConvergenceWarning, em, soft_majority_vote  # noqa: E402
+from pyrater.kernel import class_log_posterior  # noqa: E402
+from pyrater.simulate import simulate_dawid_skene  # noqa: E402
+
+VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
+RTOL = 1e-10
+
+
+def _with_repeats(data: RatingData, share: float, seed: int) -> RatingData:
+    """The same ratings plus a repeat of a random share of them (count-2 entries)."""
+    rng = np.random.default_rng(seed)
+    extra = rng.random(data.n_ratings) < share
+    return RatingData.from_codes(
+        np.concatenate([data.unit, data.unit[extra]]),
+        np.concatenate([data.rater, data.rater[extra]]),
+        np.concatenate([data.rating, data.rating[extra]]),
+        n_categories=data.n_categories,
+        n_items=data.n_units,
+    )
+
+
+@pytest.fixture(scope="module")
+def repeated() -> tuple[RatingData, dict]:
+    sim = simulate_dawid_skene(600, 12, n_categories=4, raters_per_item=4, seed=7)
+    data = _with_repeats(sim.data, 0.15, seed=1)
+    known = {lab: data.categories[z] for lab, z in zip(data.unit_labels[:60], sim.z[:60])}
+    return data, known
+
+
+def _fit(data, backend, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EMConvergenceWarning)
+        return em(data, backend=backend, **kw)
+
+
+def _assert_same_fit(a, b, rtol=RTOL):
+    assert a.backend == "scipy" and b.backend == "numba"
+    assert a.n_iter == b.n_iter and a.converged == b.converged
+    np.testing.assert_allclose(b.pi, a.pi, rtol=rtol, atol=1e-14)
+    np.testing.assert_allclose(b.theta, a.theta, rtol=rtol, atol=1e-14)
+    np.testing.assert_allclose(b.class_probs, a.class_probs, rtol=rtol, atol=1e-14)
+    np.testing.assert_allclose(b.log_lik_trace, a.log_lik_trace, rtol=rtol)
+    assert b.log_lik == pytest.approx(a.log_lik, rel=rtol)
+    np.testing.assert_array_equal(b.empty_rows, a.empty_rows)
+
+
+# ------------------------------------------------------------------ whole fits
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["ml", "map"])
+@pytest.mark.parametrize("with_known", [False, True])
+def test_fused_fit_equals_scipy_fit(repeated, variant, method, with_known):
+    data, known = repeated
+    assert data.counts.data.max() >= 2  # repeated ratings are in the data
+    kw = dict(model=variant, method=method, known=known if with_known else None, tol=0.0, max_iter=25,
+              compress=False)
+    a, b = _fit(data, "scipy", **kw), _fit(data, "numba", **kw)
+    _assert_same_fit(a, b)
+    if with_known:  # clamped to one-hot on the known class
+        codes = data.known_codes(known)
+        rows = np.flatnonzero(codes >= 0)
+        np.testing.assert_array_equal(b.class_probs[rows, codes[rows]], 1.0)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fused_fit_equals_scipy_fit_until_convergence(repeated, variant):
+    data, known = repeated
+    a = _fit(data, "scipy", model=variant, known=known, tol=1e-9)
+    b = _fit(data, "numba", model=variant, known=known, tol=1e-9)
+    assert a.converged
+    _assert_same_fit(a, b)
+
+
+@pytest.mark.parametrize("method", ["ml", "map"])
+def test_fused_fit_with_grouped_weights(method):
+    data = RatingData.from_grouped(pd.read_csv(shared_file("caries.csv")))
+    assert data.is_grouped and data.weight.max() > 1
+    for model in VARIANTS:
+        a = _fit(data, "scipy", model=model, method=method, tol=0.0, max_iter=25)
+        b = _fit(data, "numba", model=model, method=method, tol=0.0, max_iter=25)
+        _assert_same_fit(a, b)
+
+
+def test_fused_fit_with_compressed_weights_and_known_items():
+    # few raters: many items share a count row, so compression leaves weights > 1
+    sim = simulate_dawid_skene(3000, 3, pi=[0.5, 0.3, 0.2], theta=np.array([np.eye(3) * 0.6 + 0.4 / 3] * 3), seed=9)
+    known = {lab: sim.data.categories[z] for lab, z in zip(sim.data.unit_labels[:30], sim.z[:30])}
+    for method in ("ml", "map"):
+        a = _fit(sim.data, "scipy", method=method, known=known, compress=True, tol=0.0, max_iter=25)
+        b = _fit(sim.data, "numba", method=method, known=known, compress=True, tol=0.0, max_iter=25)
+        assert b.compressed and b.n_fitted_units < 3000
+        _assert_same_fit(a, b)
+
+
+@pytest.mark.parametrize("K", [2, 8])
+def test_fused_fit_at_the_smallest_and_largest_K(K):
+    sim = simulate_dawid_skene(800, 10, n_categories=K, raters_per_item=3, seed=K)
+    a = _fit(sim.data, "scipy", tol=0.0, max_iter=40)
+    b = _fit(sim.data, "numba", tol=0.0, max_iter=40)
+    _assert_same_fit(a, b)
+
+
+def test_random_restarts_and_user_init_agree(repeated):
+    data, _ = repeated
+    init = np.random.default_rng(4).dirichlet(np.ones(4), size=data.n_units)
+    before = init.copy()
+    a = _fit(data, "scipy", init=init, n_restarts=2, seed=3, tol=1e-8)
+    b = _fit(data, "numba", init=init, n_restarts=2, seed=3, tol=1e-8)
+    np.testing.assert_array_equal(init, before)  # the user's array is not modified
+    _assert_same_fit(a, b)
+    np.testing.assert_allclose(b.restart_objectives, a.restart_objectives, rtol=RTOL)
+    assert a.best_run == b.best_run
+
+
+def test_threads_give_the_same_fit(repeated):
+    data, known = repeated
+    one = _fit(data, "numba", known=known, tol=0.0, max_iter=40)
+    two = _fit(data, "numba", known=known, tol=0.0, max_iter=40, n_threads=2)
+    np.testing.assert_allclose(two.theta, one.theta, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(two.class_probs, one.class_probs, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(two.log_lik_trace, one.log_lik_trace, rtol=1e-13)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("method", ["ml", "map"])
+def test_fused_trace_never_decreases(repeated, variant, method):
+    data, known = repeated
+    fit = _fit(data, "numba", model=variant, method=method, known=known, init="random", seed=1, tol=1e-13,
+               max_iter=3000, compress=False)
+    trace = fit.log_lik_trace
+    assert fit.backend == "numba" and trace.size > 5
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:]))
+    assert trace[-1] > trace[0]
+
+
+def test_the_data_is_not_modified(repeated):
+    data, known = repeated
+    c = data.counts
+    before = (c.indptr.copy(), c.indices.copy(), c.data.copy())
+    _fit(data, "numba", known=known, max_iter=20)
+    for x, y in zip(before, (c.indptr, c.indices, c.data)):
+        np.testing.assert_array_equal(x, y)
+
+
+# ------------------------------------------------------------- backend choice
+
+
+def test_auto_backend_uses_numba_from_the_size_threshold(repeated, monkeypatch):
+    import importlib
+
+    em_module = importlib.import_module("pyrater.em")  # the package exports the function under the same name
+    data, _ = repeated
+    assert _fit(data, "auto", max_iter=5).backend == "scipy"  # far below the threshold
+    monkeypatch.setattr(em_module, "_FUSED_MIN_NNZ", 0)
+    assert _fit(data, "auto", max_iter=5).backend == "numba"
+    assert _fit(data, "scipy", max_iter=5).backend == "scipy"
+    many = simulate_dawid_skene(200, 5, n_categories=9, raters_per_item=3, seed=0)
+    assert _fit(many.data, "auto", max_iter=5).backend == "scipy"  # K > 8: no fused kernel
+    with pytest.raises(ValueError, match="supports 2 to 8 categories"):
+        _fit(many.data, "numba", max_iter=5)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"backend": "cuda"}, "backend must be"),
+                                           ({"n_threads": 0}, "n_threads must be"),
+                                           ({"n_threads": 1.5}, "n_threads must be")])
+def test_bad_backend_arguments(repeated, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        em(repeated[0], **kwargs)
+
+
+# ------------------------------------------------------------------- kernels
+
+
+def test_kernel_pass_equals_the_reference_products(repeated):
+    data, known = repeated
+    c = data.counts
+    I, JK = c.shape
+    K, J = data.n_categories, data.n_raters
+    rng = np.random.default_rng(5)
+    pi = rng.dirichlet(np.ones(K))
+    theta = rng.dirichlet(np.ones(K), size=(J, K))
+    codes = data.known_codes(known)
+    w = rng.integers(1, 4, size=I).astype(float)
+    LT = _fused.pad_log_theta(np.log(theta), _fused.aligned_zeros((JK, _fused.KP)))
+    assert LT.ctypes.data % 64 == 0 and np.all(LT[:, K:] == 0)
+    T = np.full((I, K), np.nan)
+    ll = np.full(I, np.nan)
+    N = _fused.aligned_zeros((JK, _fused.KP))
+    n_k = np.full(_fused.KP, np.nan)
+    args = (c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log(pi)), codes, w, 0, I, K, T, ll, N, n_k)
+    _fused.compile_for(_fused.em_iteration, *args)
+    total = _fused.em_iteration(*args)
+    lp, ll_ref = class_log_posterior(c, np.log(pi), np.log(theta), codes)
+    T_ref = np.exp(lp)
+    np.testing.assert_allclose(T, T_ref, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(ll, ll_ref, rtol=1e-13)
+    assert total == pytest.approx(float(w @ ll_ref), rel=1e-13)
+    np.testing.assert_allclose(N[:, :K], c.T @ (w[:, None] * T_ref), rtol=1e-12, atol=1e-300)
+    assert np.all(N[:, K:] == 0)
+    np.testing.assert_allclose(n_k[:K], w @ T_ref, rtol=1e-12)
+    # a range of units, unit weights, no per-unit outputs: same pieces, product-of-sums objective
+    lo, hi = 100, 400
+    part = _fused.em_iteration(c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log(pi)), codes, np.empty(0),
+                               lo, hi, K, np.empty((0, K)), np.empty(0), N, n_k)
+    assert part == pytest.approx(ll_ref[lo:hi].sum(), rel=1e-13)
+    np.testing.assert_allclose(N[:, :K], c[lo:hi].T @ T_ref[lo:hi], rtol=1e-12, atol=1e-300)
+    # the first M-step's sums from given probabilities
+    _fused.expected_counts(c.indptr, c.indices, c.data, T_ref, w, 0, I, N, n_k)
+    np.testing.assert_allclose(N[:, :K], c.T @ (w[:, None] * T_ref), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(n_k[:K], w @ T_ref, rtol=1e-12)
+
+
+def test_kernel_rows_without_a_finite_log_joint_are_nan_like_the_scipy_path():
+    # rater 0 never says 1 under either class, but unit 0 has that rating
+    data = RatingData.from_codes(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1, 0, 0]), n_categories=2)
+    c = data.counts
+    theta = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]]])
+    LT = np.zeros((4, _fused.KP))
+    with np.errstate(divide="ignore"):
+        _fused.pad_log_theta(np.log(theta), LT)
+    T = np.empty((2, 2))
+    ll = np.empty(2)
+    _fused.em_iteration(c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log([0.5, 0.5])), np.empty(0, np.int64),
+                        np.empty(0), 0, 2, 2, T, ll, np.empty((0, _fused.KP)), np.zeros(_fused.KP))
+    assert np.all(np.isnan(T[0])) and np.isnan(ll[0])
+    np.testing.assert_allclose(T[1], [0.5, 0.5], rtol=1e-15)
+    assert ll[1] == pytest.approx(np.log(0.5 * 1.0 * 0.5 + 0.5 * 1.0 * 0.5), rel=1e-15)
+
+
+def test_polynomial_exp_matches_libm():
+    rng = np.random.default_rng(0)
+    xs = np.concatenate([-rng.exponential(5.0, 4000), -rng.uniform(0, 745.2, 4000),
+                         [0.0, -1e-300, -0.5 * math.log(2), -700.0, -708.39, -708.4, -720.0, -744.4, -745.1]])
+    for x in xs:
+        got, ref = _fused._exp_nonpos(x), math.exp(x)
+        if ref >= 2.2250738585072014e-308:  # normal results: a couple of ulp
+            assert got == pytest.approx(ref, rel=4e-16, abs=0.0), x
+        else:  # subnormal results: the same up to their coarser spacing
+            assert abs(got - ref) <= 2 * 5e-324, x
+    assert _fused._exp_nonpos(-745.3) == 0.0 and _fused._exp_nonpos(-np.inf) == 0.0
+    assert _fused._exp_nonpos(0.0) == 1.0
+
+
+def test_vote_shares_equal_soft_majority_vote(repeated):
+    data, _ = repeated
+    c = data.counts
+    got = _fused.vote_shares(c.indptr, c.indices, c.data, np.empty((data.n_units, data.n_categories)))
+    np.testing.assert_array_equal(got, soft_majority_vote(c, data.n_categories))
