@@ -94,7 +94,13 @@ def fit(
         ``"mcmc"``: NUTS in Stan; ``"optimize"``: posterior mode in Stan
         (L-BFGS from ``n_inits`` starts, best kept); ``"em"``: posterior mode
         by the numpy EM with the model's priors (see :func:`pyrater.em` for
-        maximum likelihood).
+        maximum likelihood).  Modes need every Dirichlet/Beta hyperparameter
+        >= 1 (rater's default off-diagonal ``beta`` is ``3.2 / (K - 1)``,
+        below 1 for K >= 5: ``"optimize"`` warns, ``"em"`` refuses).  The
+        hierarchical model's mode is of limited use: ``softmax(gamma)`` is
+        unchanged by adding a constant to a row and the non-centred
+        posterior has a funnel, so ``sigma`` may run towards 0 at the mode;
+        prefer MCMC for it.
     data_format : {"long", "wide", "grouped"}
         Format of a DataFrame ``data``.
     known : dict or Series, optional
