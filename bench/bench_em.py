@@ -21,6 +21,14 @@ Times are wall-clock (``perf_counter``) and CPU (``process_time``, all
 threads of the worker); on a shared machine the CPU time is the steadier
 measure of the work done.
 
+pyrater runs ``em(..., backend="auto")``: the fused numba kernel from
+500,000 stored counts on, the scipy path below.  Its worker first loads the
+numba kernels (a fit of a tiny problem with ``backend="numba"``), a one-off
+cost per process like an import, reported as "numba load s" and not
+included in the fit time.  ``--pyrater-threads 1 2`` also runs pyrater with
+``n_threads=2`` (threads of the numba kernel; BLAS/OpenMP stay at 1 thread),
+and ``--pyrater-backends auto scipy`` also runs the scipy path at every size.
+
 Iteration semantics.  crowd-kit: a majority-vote init, one M-step, then
 ``n_iter`` x (E-step, M-step, evidence lower bound).  pyrater: an M-step from
 the majority vote, then ``n_iter`` x (E-step with the log-likelihood, M-step),
@@ -30,6 +38,7 @@ included for both); pyrater's loop-only time is reported too.
 Usage::
 
     python bench/bench_em.py [--sizes 1e4 1e5 1e6 1e7] [--iters 10 10 10 5] [--repeats 3]
+                             [--pyrater-threads 1 2] [--pyrater-backends auto scipy]
                              [--crowdkit-python PATH | --no-crowdkit] [--json out.json]
 
 The worker modes (``worker-pyrater``, ``worker-crowdkit``) are internal.
@@ -109,12 +118,49 @@ def simulate(n_ratings: int, out: Path) -> dict:
 # ---------------------------------------------------------------------- workers
 
 
-def worker_pyrater(folder: Path, n_iter: int) -> dict:
+def warm_up_numba() -> float:
+    """Load (or, the very first time, compile) the fused numba kernels; returns the seconds taken.
+
+    A one-off cost per process, like an import: numba itself and the three
+    kernels from numba's on-disk cache, loaded by a fit of a tiny problem
+    with ``backend="numba"`` (the same argument types as the big fits).
+    Returns NaN when numba is not installed.
+    """
     import warnings
 
     from pyrater.data import RatingData
     from pyrater.em import EMConvergenceWarning, em
 
+    t0 = time.perf_counter()
+    try:
+        import pyrater._fused  # noqa: F401
+    except ImportError:
+        return float("nan")
+    tiny = RatingData.from_codes(np.array([0, 0, 1, 1], np.int32), np.array([0, 1, 0, 1], np.int32),
+                                 np.array([0, 1, 1, 1], np.int32), n_categories=K, n_items=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EMConvergenceWarning)
+        em(tiny, method="ml", max_iter=2, backend="numba")
+    return time.perf_counter() - t0
+
+
+def method_name(backend: str, n_threads: int) -> str:
+    """Row label of a pyrater run: "pyrater", "pyrater, 2 threads", "pyrater, backend=scipy", ..."""
+    parts = ["pyrater"]
+    if backend != "auto":
+        parts.append(f"backend={backend}")
+    if n_threads != 1:
+        parts.append(f"{n_threads} threads")
+    return ", ".join(parts)
+
+
+def worker_pyrater(folder: Path, n_iter: int, n_threads: int = 1, backend: str = "auto") -> dict:
+    import warnings
+
+    from pyrater.data import RatingData
+    from pyrater.em import EMConvergenceWarning, em
+
+    kernel_load = warm_up_numba() if backend != "scipy" else float("nan")  # the scipy path never imports numba
     base = current_mib()
     item = np.load(folder / "item.npy")
     rater = np.load(folder / "rater.npy")
@@ -130,11 +176,14 @@ def worker_pyrater(folder: Path, n_iter: int) -> dict:
     t1, c1 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)  # a fixed number of iterations on purpose
-        fit = em(data, method="ml", tol=0.0, max_iter=n_iter)
+        fit = em(data, method="ml", tol=0.0, max_iter=n_iter, n_threads=n_threads, backend=backend)
     t_fit, c_fit = time.perf_counter() - t1, time.process_time() - c1
     acc = float(np.mean(fit.class_probs.argmax(1) == z))
     return {
-        "method": "pyrater",
+        "method": method_name(backend, n_threads),
+        "backend": fit.backend,
+        "n_threads": n_threads,
+        "kernel_load_s": kernel_load,
         "iterations": fit.n_iter,
         "data_s": t_data,
         "counts_s": t_data - t_codes,
@@ -209,12 +258,13 @@ def one_pass_bytes(n_ratings: int, n_items: int) -> int:
     return n_ratings * 12 + (n_items + 1) * 4 + n_items * K * 8
 
 
-def run_worker(python: str, mode: str, folder: Path, n_iter: int) -> dict:
-    cmd = [python, os.path.abspath(__file__), mode, str(folder), str(n_iter)]
+def run_worker(python: str, mode: str, folder: Path, n_iter: int, n_threads: int = 1, backend: str = "auto") -> dict:
+    cmd = [python, os.path.abspath(__file__), mode, str(folder), str(n_iter), str(n_threads), backend]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        return {"method": mode.split("-")[1], "error": proc.stderr.strip().splitlines()[-1:]}
+        name = "crowd-kit" if mode == "worker-crowdkit" else method_name(backend, n_threads)
+        return {"method": name, "error": proc.stderr.strip().splitlines()[-1:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -250,6 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-crowdkit", action="store_true")
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs per method and size, interleaved; the fastest is reported (crowd-kit runs once at 1e7)")
+    ap.add_argument("--pyrater-threads", nargs="+", type=int, default=[1],
+                    help="n_threads values for pyrater's numba backend, each run as its own method (default 1)")
+    ap.add_argument("--pyrater-backends", nargs="+", default=["auto"], choices=["auto", "numba", "scipy"],
+                    help="em(backend=...) values, each run as its own method (default auto)")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--markdown", default=None, help="also write a Markdown table here")
     args = ap.parse_args(argv)
@@ -272,9 +326,13 @@ def main(argv: list[str] | None = None) -> None:
             meta = simulate(n, folder)
             bound = one_pass_bytes(meta["n_ratings"], meta["n_items"]) / (info["bandwidth_GBps"] * 1e9)
             # interleave the methods, repeat, keep each method's fastest run (the machine is shared)
-            runs: dict[str, list[dict]] = {"pyrater": [], "crowd-kit": []}
+            names = {(b, t): method_name(b, t) for b in args.pyrater_backends for t in args.pyrater_threads
+                     if t == 1 or b != "scipy"}  # threads only matter for the numba backend
+            runs: dict[str, list[dict]] = {name: [] for name in names.values()}
+            runs["crowd-kit"] = []
             for rep in range(args.repeats):
-                runs["pyrater"].append(run_worker(sys.executable, "worker-pyrater", folder, n_iter))
+                for (b, t), name in names.items():
+                    runs[name].append(run_worker(sys.executable, "worker-pyrater", folder, n_iter, t, b))
                 if ck and (rep == 0 or n < 10**7):
                     runs["crowd-kit"].append(run_worker(ck, "worker-crowdkit", folder, n_iter))
             results = []
@@ -318,27 +376,30 @@ def markdown_table(rows: list[dict]) -> str:
         by_n.setdefault(r["n_ratings"], {})[r["method"]] = r
     out = [
         "| ratings | items | raters | method | iterations | s / iteration | CPU s / iteration | loop s / iteration | total fit s "
-        "| data build s | peak RSS MiB | accuracy | oracle accuracy | one-pass bound ms | x bound | speed-up |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| data build s | numba load s | peak RSS MiB | accuracy | oracle accuracy | one-pass bound ms | x bound | speed-up |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n, methods in sorted(by_n.items()):
         ck = methods.get("crowd-kit")
-        for name in ("pyrater", "crowd-kit"):
+        for name in sorted(methods, key=lambda m: (m == "crowd-kit", m)):
             r = methods.get(name)
             if r is None:
                 continue
             if "error" in r:
-                out.append(f"| {n:,} | | | {name} | error: {r['error']} |" + " |" * 11)
+                out.append(f"| {n:,} | | | {name} | error: {r['error']} |" + " |" * 12)
                 continue
             loop = f"{r['loop_per_iter_s']:.4f}" if "loop_per_iter_s" in r else "n/a"
             speed = ""
-            if name == "pyrater" and ck and "error" not in ck:
+            if name.startswith("pyrater") and ck and "error" not in ck:
                 speed = (f"{ck['per_iter_s'] / r['per_iter_s']:.0f}x wall, "
                          f"{ck['cpu_per_iter_s'] / r['cpu_per_iter_s']:.0f}x CPU")
+            label = f"{name} ({r['backend']})" if "backend" in r else name
+            numba_load = f"{r['kernel_load_s']:.2f}" if r.get("kernel_load_s", float("nan")) == r.get("kernel_load_s") else "n/a"
             out.append(
-                f"| {n:,} | {r['n_items']:,} | {r['n_raters']:,} | {name} | {r['iterations']} | {r['per_iter_s']:.4f} "
+                f"| {n:,} | {r['n_items']:,} | {r['n_raters']:,} | {label} | {r['iterations']} | {r['per_iter_s']:.4f} "
                 f"| {r['cpu_per_iter_s']:.4f} "
-                f"| {loop} | {r['fit_s']:.2f} | {r['data_s']:.2f} | {r['peak_mib']:.0f} | {r['accuracy']:.4f} "
+                f"| {loop} | {r['fit_s']:.2f} | {r['data_s']:.2f} | {numba_load} "
+                f"| {r['peak_mib']:.0f} | {r['accuracy']:.4f} "
                 f"| {r['oracle_accuracy']:.4f} | {1e3 * r['one_pass_bound_s']:.3f} "
                 f"| {r['per_iter_s'] / r['one_pass_bound_s']:.0f} | {speed} |"
             )
@@ -348,7 +409,11 @@ def markdown_table(rows: list[dict]) -> str:
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1].startswith("worker-"):
         mode, folder, n_iter = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-        fn = worker_pyrater if mode == "worker-pyrater" else worker_crowdkit
-        print(json.dumps(fn(folder, n_iter)), flush=True)
+        if mode == "worker-pyrater":
+            out = worker_pyrater(folder, n_iter, int(sys.argv[4]) if len(sys.argv) > 4 else 1,
+                                 sys.argv[5] if len(sys.argv) > 5 else "auto")
+        else:
+            out = worker_crowdkit(folder, n_iter)
+        print(json.dumps(out), flush=True)
     else:
         main()

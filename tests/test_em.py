@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from conftest import shared_file
+import pyrater
 from pyrater.data import RatingData
 from pyrater.em import EMConvergenceWarning, EMFit, em, soft_majority_vote
 from pyrater.kernel import class_log_posterior
@@ -576,3 +577,26 @@ def test_wide_input_with_an_unrated_item():
     assert list(probs.index) == list("abcdef")
     # an item nobody rated gets the prevalence
     np.testing.assert_allclose(probs.loc["e"].to_numpy(), fit.pi, rtol=1e-12)
+
+
+def test_ml_classes_are_aligned_with_the_ratings_whatever_the_start():
+    """ML Dawid-Skene is label-symmetric: a start with permuted classes must not
+    come back with permuted classes (the Hungarian relabelling undoes it)."""
+    from pyrater.simulate import simulate_dawid_skene
+
+    K = 3
+    theta = np.full((6, K, K), 0.1)
+    theta[:, np.arange(K), np.arange(K)] = 0.8
+    sim = simulate_dawid_skene(300, 6, K, pi=np.array([0.5, 0.3, 0.2]), theta=theta, seed=3)
+    ref = pyrater.em(sim.data, method="ml", tol=1e-13, max_iter=5000)
+    shares = ref.class_probabilities().to_numpy()
+    perm = np.array([2, 0, 1])
+    swapped = pyrater.em(sim.data, method="ml", init=shares[:, perm], tol=1e-13, max_iter=5000)
+    np.testing.assert_allclose(swapped.pi, ref.pi, atol=1e-6)
+    np.testing.assert_allclose(swapped.theta, ref.theta, atol=1e-5)
+    assert (swapped.point_estimate("z").to_numpy() == ref.point_estimate("z").to_numpy()).all()
+    np.testing.assert_allclose(ref.pi, sim.pi, atol=0.08)
+    # with known items the labels are anchored by them, and nothing is relabelled
+    known = {lab: sim.data.categories[z] for lab, z in zip(sim.data.unit_labels[:30], sim.z[:30])}
+    anchored = pyrater.em(sim.data, method="ml", known=known)
+    np.testing.assert_allclose(anchored.pi, sim.pi, atol=0.08)

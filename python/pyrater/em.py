@@ -28,16 +28,33 @@ number of patterns.  Long data can be compressed into its distinct count rows
 automatically (``compress``); the estimates are the same and the class
 probabilities are mapped back to every item.
 
-Every sum over items is a sparse product or a column reduction; there is no
-Python loop over ratings or items (loops run over the K categories only).
-One iteration costs two passes over the sparse counts (scipy's
-``csr_matvecs`` for the E-step, ``csc_matvecs`` on the free transpose view
-for the M-step, whose output is only (J*K, K)) and about five passes over
-one (I, K) float64 buffer that is reused across iterations: no per-iteration
-allocation.  The log-sum-exp of the E-step is shifted by the previous
-iteration's per-unit log-likelihood instead of the row maximum (rows where
-that guess is far off are recomputed exactly), and that shift is folded
-into the starting values of the sparse product.  Everything is float64.
+Two backends compute the iterations (``backend``); they give the same
+estimates up to rounding.
+
+numba (the default from 500,000 stored counts on, when numba imports and K <= 8)
+    One pass over the count matrix per iteration: the compiled kernel of
+    :mod:`pyrater._fused` computes each unit's log joint, its log-sum-exp,
+    class probabilities and log-likelihood, and scatters ``w_i T[i, k]``
+    into the expected counts while the unit's entries are still in cache.
+    The M-step maths below (:func:`_m_step_from_counts`) is shared with the
+    scipy path; the class probabilities are written only at the final
+    estimate.  Below the size threshold, loading numba and the cached
+    kernels (about 0.25 s once per process; compiling them the first time
+    on a machine, about 2.5 s) would cost more than it saves.
+scipy (the fallback and the reference)
+    Every sum over items is a sparse product or a column reduction; there
+    is no Python loop over ratings or items (loops run over the K
+    categories only).  One iteration costs two passes over the sparse
+    counts (scipy's ``csr_matvecs`` for the E-step, ``csc_matvecs`` on the
+    free transpose view for the M-step, whose output is only (J*K, K)) and
+    about five passes over one (I, K) float64 buffer that is reused across
+    iterations: no per-iteration allocation.  The log-sum-exp of the E-step
+    is shifted by the previous iteration's per-unit log-likelihood instead
+    of the row maximum (rows where that guess is far off are recomputed
+    exactly), and that shift is folded into the starting values of the
+    sparse product.
+
+Everything is float64.
 
 Rows with no information
 ------------------------
@@ -68,6 +85,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln, xlog1py, xlogy
 
 from .data import RatingData, as_rating_data
@@ -98,7 +116,7 @@ _AUTO_COMPRESS_SHARE = 0.5
 _HASH_BLOCK_NNZ = 1 << 21
 _BACKENDS = ("auto", "numba", "scipy")
 # backend="auto" uses the fused numba kernel from this many stored counts on (below, loading numba and
-# its cached kernel, about 0.5 s once per process, costs more than the iterations save)
+# its cached kernels, about 0.25 s once per process, costs more than the iterations save)
 _FUSED_MIN_NNZ = 500_000
 # the fused kernel pads the class axis to 8 SIMD lanes
 _FUSED_MAX_K = 8
@@ -210,6 +228,7 @@ class EMFit(Fit):
             info["runs (init + restarts)"] = int(self.restart_objectives.size)
             info["kept run"] = self.best_run
         info["units iterated"] = self.n_fitted_units
+        info["backend"] = self.backend
         if self.empty_rows is not None and self.empty_rows.any():
             info["uninformed theta rows set uniform"] = int(self.empty_rows.sum())
         return info
@@ -479,11 +498,33 @@ def _log_dirichlet(x: np.ndarray, a: np.ndarray) -> float:
 
 def _check_at_least_one(name: str, value: np.ndarray, model: Model) -> None:
     if np.any(value < 1):
+        hint = ""
+        if name == "beta" and value.shape[-1] >= 5:
+            hint = (
+                f" (rater's default off-diagonal beta is 3.2 / (K - 1) = {3.2 / (value.shape[-1] - 1):.3g} "
+                "for K = {K}; e.g. pass beta=np.maximum(pyrater.models.default_beta(K), 1))"
+            ).replace("{K}", str(value.shape[-1]))
         raise ValueError(
             f"MAP by EM needs every hyperparameter >= 1 (below 1 the posterior density is unbounded at "
-            f"the boundary and has no mode); {model.title} has {name} with minimum {float(np.min(value)):g}. "
+            f"the boundary and has no mode); {model.title} has {name} with minimum {float(np.min(value)):g}{hint}. "
             "Use method='ml', or priors with all hyperparameters >= 1"
         )
+
+
+def _class_order(pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Order of the latent classes that makes class k go with rating k.
+
+    The Dawid-Skene and homogeneous likelihoods are unchanged by permuting
+    the latent classes (the true-class axis of theta with pi), so which
+    permutation EM returns depends on its start: a random restart can win
+    with the classes permuted.  The permutation kept maximises the expected
+    agreement ``sum_k pi_k sum_j theta[j, k, perm(k)]`` (Hungarian method);
+    it is the identity when the classes already line up with the ratings.
+    New class ``c`` is old class ``order[c]``.
+    """
+    agreement = pi[:, None] * theta.sum(axis=0)  # (K classes, K ratings)
+    _, rating_of_class = linear_sum_assignment(agreement, maximize=True)
+    return np.argsort(rating_of_class)
 
 
 def _make_prior(model: Model, K: int, J: int) -> tuple[_Prior, dict]:
@@ -764,9 +805,7 @@ class _FusedKernel:
         """``n_k`` (K,) and the expected counts (J*K, K) (a view) from class probabilities ``T``."""
         f, K = self.fused, self.K
         I = self.bounds[-1]
-        args = (*self.csr, T, self.weight, 0, I, self.N[0], self.n_k[0])
-        f.compile_for(f.expected_counts, *args)
-        f.expected_counts(*args)
+        f.run(f.expected_counts, *self.csr, T, self.weight, 0, I, self.N[0], self.n_k[0])
         return self.n_k[0][:K].copy(), self.N[0][:, :K]
 
     def _args(self, t: int, log_pi: np.ndarray, T: np.ndarray, N: np.ndarray) -> tuple:
@@ -945,13 +984,14 @@ def em(
     backend : {"auto", "numba", "scipy"}
         How an iteration is computed.  ``"numba"``: one fused pass over the
         count matrix per iteration (:mod:`pyrater._fused`; needs numba and
-        at most 8 categories), about 2-3x faster than ``"scipy"``: the two
+        at most 8 categories), about 2x faster than ``"scipy"``, the two
         sparse products of the module notes.  ``"auto"`` uses numba when it
         can be imported, K <= 8 and the (possibly compressed) count matrix
-        holds at least 500,000 counts; below that, loading numba and its
-        cached kernel (about 0.5 s once per process; compiling it the very
-        first time takes a few seconds) would cost more than it saves.  Both
-        give the same estimates up to rounding (about 1e-15 relative).
+        holds at least 500,000 counts.  Below that, loading numba and its
+        cached kernels (about 0.25 s once per process; compiling them the
+        very first time takes a few seconds) would cost more than it
+        saves.  Both give the same estimates up to rounding (about 1e-15
+        relative).
     n_threads : int
         Threads for the numba backend (the units are split into that many
         ranges, each with its own expected-count matrix).  Default 1.  The
@@ -1065,7 +1105,7 @@ def em(
                 T0 = soft_majority_vote(prob.counts, K)
             else:  # the same shares in one pass
                 c = prob.counts
-                T0 = fused.vote_shares(c.indptr, c.indices, c.data, np.empty((n_fit, K)))
+                T0 = fused.run(fused.vote_shares, c.indptr, c.indices, c.data, np.empty((n_fit, K)))
         else:
             T0 = rng.dirichlet(np.ones(K), size=n_fit)
         return _clamp_T(T0, prob.known)
@@ -1095,15 +1135,20 @@ def em(
             EMConvergenceWarning,
             stacklevel=2,
         )
-    T = res["T"]
+    pi, theta, T, empty = res["pi"], res["theta"], res["T"], res["empty"]
+    if prior is None and kind in ("dawid_skene", "homogeneous") and prob.known is None:
+        # ML is label-symmetric (no prior, no known classes to anchor the labels)
+        order = _class_order(pi, theta)
+        pi, theta, T = pi[order], theta[:, order, :], T[:, order]
+        empty = None if empty is None else empty[:, order]
     class_probs = T[inverse] if inverse is not None else T
     ll = res["log_lik"]
     return EMFit(
         data=data,
         model=model_obj,
         method=f"em_{method}",
-        pi=res["pi"],
-        theta=res["theta"],
+        pi=pi,
+        theta=theta,
         class_probs=class_probs,
         log_lik=float(ll),
         log_lik_trace=res["trace"],
@@ -1112,7 +1157,7 @@ def em(
         log_posterior=float(res["trace"][-1]) if prior is not None else None,
         objective="log_posterior" if prior is not None else "log_likelihood",
         priors=prior_values,
-        empty_rows=res["empty"],
+        empty_rows=empty,
         restart_objectives=finals,
         best_run=best,
         n_fitted_units=n_fit,
