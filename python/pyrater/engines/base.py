@@ -351,7 +351,6 @@ class Engine(abc.ABC):
     def compile(self, model_name: str, force: bool = False) -> Any:
         """Compile (or load from the cache) the program of ``model_name``."""
 
-    @abc.abstractmethod
     def sample(
         self,
         model_name: str,
@@ -395,6 +394,26 @@ class Engine(abc.ABC):
         StanRuntimeError
             Sampling failed inside Stan.
         """
+        check_model_name(model_name)
+        return self.sample_code(
+            program_code(model_name), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
+            inits=inits, progress=progress, model_name=model_name,
+        )
+
+    @abc.abstractmethod
+    def sample_code(
+        self,
+        code: str,
+        data: dict[str, Any],
+        chains: int = 4,
+        warmup: int = 1000,
+        draws: int = 1000,
+        seed: int | None = None,
+        inits: Any = None,
+        progress: bool = True,
+        model_name: str = "",
+    ) -> SampleResult:
+        """:meth:`sample` for any Stan program text (used by tests and benchmarks)."""
 
     @abc.abstractmethod
     def optimize(

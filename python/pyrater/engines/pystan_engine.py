@@ -226,24 +226,6 @@ class PystanEngine(Engine):
         return x
 
     # ------------------------------------------------------------- sampling
-    def sample(
-        self,
-        model_name: str,
-        data: dict[str, Any],
-        chains: int = 4,
-        warmup: int = 1000,
-        draws: int = 1000,
-        seed: int | None = None,
-        inits: Any = None,
-        progress: bool = True,
-    ) -> SampleResult:
-        """Run NUTS; see :meth:`pyrater.engines.base.Engine.sample`."""
-        check_model_name(model_name)
-        return self.sample_code(
-            program_code(model_name), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
-            inits=inits, progress=progress, model_name=model_name,
-        )
-
     def sample_code(
         self,
         code: str,
