@@ -22,11 +22,10 @@ accuracy, macro-F1, expected calibration error (15 equal-width bins, top
 label), Brier score, log-loss, plus run time.  Every EM fit uses the settings
 a user would use: start from the soft majority vote plus ``n_restarts=5``
 random restarts (``seed=1``), keep the run with the best objective
-(likelihood or posterior; the gold labels are never looked at).  When a
-random restart wins an ML fit of the full or homogeneous model, its classes
-are put in the majority vote's order (:func:`align_labels`): the likelihood
-is the same under any relabelling, and without this a restart with two
-classes swapped can win by a hair (dog: 0.45 instead of 0.84 accuracy).
+(likelihood or posterior; the gold labels are never looked at).  ML fits of
+the full and homogeneous models are label-symmetric; ``pyrater.em`` itself
+puts their classes in line with the ratings (without that, a restart with two
+classes swapped could win by a hair: dog 0.45 instead of 0.84 accuracy).
 
 The Stan fits run only where the data set is small enough for this shared
 2-core machine (``--stan-max-ratings``, ``--mcmc-max-ratings``); the skipped
@@ -215,22 +214,6 @@ def map_model(name: str, K: int) -> Any:
     return name  # class-conditional: Beta(4.8, 3.2), already >= 1
 
 
-def align_labels(probs: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """Permutation ``sigma`` of the columns of ``probs`` that best agrees with ``reference``.
-
-    Maximises ``sum_i sum_k reference[i, k] * probs[i, sigma[k]]`` (Hungarian
-    algorithm).  Used for maximum-likelihood fits of the full and homogeneous
-    models only: their likelihood is the same for every relabelling of the
-    true classes, so a random restart can come back with the classes
-    permuted; the reference is the majority vote (never the gold labels).
-    """
-    from scipy.optimize import linear_sum_assignment
-
-    agree = np.asarray(reference).T @ np.asarray(probs)  # (K, K): [k, l] = agreement of class k with column l
-    _, sigma = linear_sum_assignment(-agree)
-    return sigma
-
-
 def fit_method(method: str, ds: Dataset, known: dict | None = None) -> tuple[pd.DataFrame, pd.Series | None, dict]:
     """Fit one method; return class probabilities (items x categories), labels (MV only) and info."""
     data = ds.data
@@ -245,16 +228,7 @@ def fit_method(method: str, ds: Dataset, known: dict | None = None) -> tuple[pd.
             model = map_model(model, K)
         f = _quiet(lambda: pyrater.em(data, model, method=how, known=known, n_restarts=EM_RESTARTS, seed=EM_SEED))
         probs = f.class_probabilities()
-        info = {"converged": f.converged, "n_iter": f.n_iter, "best_run": f.best_run, "relabelled": False}
-        if how == "ml" and model in ("dawid_skene", "homogeneous") and known is None and f.best_run > 0:
-            # a random restart won: put its classes in the majority vote's order (the full and homogeneous
-            # models' likelihoods are invariant under relabelling the true classes; the class-conditional
-            # model's is not, as relabelling would move its accuracies off the diagonal)
-            sigma = align_labels(probs.to_numpy(), majority_vote(data).probabilities.to_numpy())
-            if not np.array_equal(sigma, np.arange(K)):
-                info["accuracy_before_relabel"] = score(probs, ds.truth)["accuracy"]
-                probs = pd.DataFrame(probs.to_numpy()[:, sigma], index=probs.index, columns=probs.columns)
-                info["relabelled"] = True
+        info = {"converged": f.converged, "n_iter": f.n_iter, "best_run": f.best_run}
         return probs, None, info
     if method == "Stan-opt":
         model = map_model("dawid_skene", K)
@@ -513,8 +487,8 @@ def write_report(out_dir: Path, meta: dict[str, Any]) -> Path:
              f"Machine: {meta.get('machine', 'unknown')}.\n")
     L.append(
         "Settings: EM from the soft majority vote plus 5 random restarts (`n_restarts=5, seed=1`), best "
-        "objective kept (never the gold labels); ML fits whose kept run is a restart are put in the majority vote's "
-        "class order (ML is label-symmetric; see Targets); MAP = rater's default priors (alpha = 3; error-matrix "
+        "objective kept (never the gold labels); ML classes put in line with the ratings by `pyrater.em` (ML is "
+        "label-symmetric); MAP = rater's default priors (alpha = 3; error-matrix "
         "rows Dirichlet with 4.8 on the diagonal and 3.2 spread over the rest), with the off-diagonal "
         "pseudo-counts raised to 1 for K >= 5 (below 1 the posterior has no mode and `pyrater.em` refuses MAP); "
         "class-conditional MAP: Beta(4.8, 3.2); Stan-opt = `pyrater.fit(..., "
@@ -598,13 +572,6 @@ def write_report(out_dir: Path, meta: dict[str, Any]) -> Path:
                      "which pyrater warns about; longer chains would be needed for the error matrices themselves, "
                      "less so for the class probabilities scored here.")
         L.append("")
-    if "relabelled" in res.columns and res.relabelled.fillna(False).astype(bool).any():
-        rl = res[res.relabelled.fillna(False).astype(bool)]
-        L.append("Maximum-likelihood fits whose kept run was a random restart that came back with the classes "
-                 "permuted (same likelihood under any relabelling), put back in the majority vote's class order "
-                 "(no gold labels used): " + "; ".join(
-                     f"{r.dataset} {r.method} (accuracy {r.accuracy_before_relabel:.4f} before, {r.accuracy:.4f} after)"
-                     for r in rl.itertuples()) + ".\n")
     for metric, title in (("macro_f1", "Macro-F1"), ("ece", "Expected calibration error (lower is better)"),
                           ("brier", "Brier score (lower is better)"), ("log_loss", "Log-loss (lower is better)"),
                           ("seconds", "Run time (s)")):

@@ -76,15 +76,6 @@ def test_list_datasets_leaves_out_numeric(rd, tmp_path):
     assert rd.list_datasets(tmp_path / "absent") == []
 
 
-def test_align_labels_undoes_a_permutation(rd):
-    rng = np.random.default_rng(1)
-    ref = rng.dirichlet(np.full(4, 0.3), size=200)
-    perm = np.array([2, 0, 3, 1])
-    probs = ref[:, perm]  # column l of probs is class perm[l]
-    sigma = rd.align_labels(probs, ref)
-    np.testing.assert_allclose(probs[:, sigma], ref)
-
-
 def test_map_model_raises_small_hyperparameters_only(rd):
     from pyrater.models import default_beta
 

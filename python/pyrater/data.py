@@ -834,6 +834,15 @@ class RatingData:
     def _rating_values(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, categories=self.categories)
 
+    @property
+    def long_columns(self) -> tuple[str, str, str]:
+        """Names of the (item, rater, rating) columns of :meth:`to_long`.
+
+        The names given to :meth:`from_long`, else ``("item", "rater", "rating")``.
+        """
+        cols = self._columns
+        return (cols.get("item", "item"), cols.get("rater", "rater"), cols.get("rating", "rating"))
+
     def to_long(self) -> pd.DataFrame:
         """Long table (item, rater, rating) with the user's labels.
 
@@ -841,8 +850,7 @@ class RatingData:
         ``n`` items, labelled ``1 .. n_items`` in pattern order.  The rating
         column is categorical with the full declared scale.
         """
-        cols = self._columns
-        names = (cols.get("item", "item"), cols.get("rater", "rater"), cols.get("rating", "rating"))
+        names = self.long_columns
         if self.is_grouped:
             order = np.argsort(self.unit, kind="stable")
             unit, rater, rating = self.unit[order], self.rater[order], self.rating[order]

@@ -51,8 +51,7 @@ def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np
         return data.unit.copy(), data.rater.copy(), data.unit.copy(), data.unit_labels[data.unit]
     if not isinstance(design, pd.DataFrame):
         raise TypeError(f"design must be a DataFrame with item and rater columns, got {type(design).__name__}")
-    cols = data._columns
-    item_col, rater_col = cols.get("item", "item"), cols.get("rater", "rater")
+    item_col, rater_col, _ = data.long_columns
     missing = [c for c in (item_col, rater_col) if c not in design.columns]
     if missing:
         raise ValueError(f"design is missing column(s) {missing}; columns are {list(design.columns)}")
@@ -125,13 +124,13 @@ def posterior_predict(
             z_new = _categorical(rng, np.broadcast_to(pi[s], (n_new, pi.shape[1])))
             z[~observed] = z_new[new_index]
         ratings[s] = _categorical(rng, theta[s][raters, z])
-    cols = data._columns
+    item_col, rater_col, rating_col = data.long_columns
     out = pd.DataFrame(
         {
             "draw": np.repeat(np.arange(draws), units.size),
-            cols.get("item", "item"): np.tile(np.asarray(labels, dtype=object), draws),
-            cols.get("rater", "rater"): np.tile(data.rater_labels.to_numpy()[raters], draws),
-            cols.get("rating", "rating"): pd.Categorical.from_codes(ratings.ravel(), categories=data.categories),
+            item_col: np.tile(np.asarray(labels, dtype=object), draws),
+            rater_col: np.tile(data.rater_labels.to_numpy()[raters], draws),
+            rating_col: pd.Categorical.from_codes(ratings.ravel(), categories=data.categories),
         }
     )
     out.attrs["plug_in"] = not fit.has_draws
