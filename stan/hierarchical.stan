@@ -42,7 +42,8 @@ functions {
       ll[i] = known[i] == 0 ? log_sum_exp(lj[i]) : lj[i, known[i]];
     }
     return ll;
-  }}
+  }
+}
 data {
   int<lower=2> K;                           // number of categories
   int<lower=1> J;                           // number of raters
