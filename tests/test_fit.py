@@ -263,3 +263,26 @@ def test_fit_em_method_uses_model_priors(anesthesia_path):
     ref = em(df, method="map")
     np.testing.assert_allclose(f.point_estimate("pi"), ref.point_estimate("pi"))
     assert f.method == "em_map"
+
+
+def test_diagnostics_warn_on_sampler_problems(anesthesia_fit):
+    """The warnings come from the sampler statistics: mark some transitions as problems."""
+    import dataclasses
+
+    stats = {k: np.array(v, copy=True) for k, v in anesthesia_fit.sample_stats.items()}
+    stats["diverging"][0, :3] = True
+    stats["tree_depth"][1, :2] = 10
+    troubled = dataclasses.replace(anesthesia_fit, sample_stats=stats)
+    with pytest.warns(RuntimeWarning, match="3 divergent transitions.*2 transitions hit the maximum tree depth"):
+        diag = troubled.mcmc_diagnostics()
+    assert diag.attrs["divergences"] == 3 and diag.attrs["max_tree_depth_hits"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert anesthesia_fit.mcmc_diagnostics().attrs["max_tree_depth_hits"] == 0
+
+
+def test_single_chain_fit_warns_that_rhat_needs_two_chains(anesthesia_path):
+    df = pd.read_csv(anesthesia_path)
+    with pytest.warns(RuntimeWarning, match="Rhat needs at least 2 chains"):
+        f = fit(df, chains=1, warmup=200, draws=200, seed=1, progress=False)
+    assert np.isnan(f.mcmc_diagnostics(warn=False).attrs["max_rhat"])

@@ -24,6 +24,8 @@ from .results import Fit, parameter_names
 __all__ = ["MCMCFit", "OptimizeFit", "RHAT_THRESHOLD"]
 
 RHAT_THRESHOLD = 1.01
+#: Stan's default maximum tree depth of NUTS.
+MAX_TREE_DEPTH = 10
 
 # extra (model-specific) parameters and their named dims
 _EXTRA_DIMS = {
@@ -238,20 +240,31 @@ class MCMCFit(_StanFit):
         """
         table = self._diagnostics.copy()
         n_div = int(np.asarray(self.sample_stats.get("diverging", np.zeros(1))).sum())
+        depth = np.asarray(self.sample_stats.get("tree_depth", np.zeros(1)))
         table.attrs["divergences"] = n_div
-        table.attrs["max_rhat"] = float(np.nanmax(table["rhat"]))
-        table.attrs["min_ess_bulk"] = float(np.nanmin(table["ess_bulk"]))
+        table.attrs["max_tree_depth_hits"] = int((depth >= MAX_TREE_DEPTH).sum())
+        # constant entries (and single chains for Rhat) give NaN: summarise the finite ones
+        for key, column, reduce in (("max_rhat", "rhat", np.max), ("min_ess_bulk", "ess_bulk", np.min)):
+            values = table[column].to_numpy()
+            finite = values[np.isfinite(values)]
+            table.attrs[key] = float(reduce(finite)) if finite.size else float("nan")
         if warn:
             self._warn(table)
         return table
 
     def _warn(self, table: pd.DataFrame) -> None:
         problems = []
+        if self.n_chains < 2:
+            problems.append("Rhat needs at least 2 chains")
         if table.attrs["max_rhat"] > RHAT_THRESHOLD:
             worst = table["rhat"].idxmax()
             problems.append(f"max Rhat {table.attrs['max_rhat']:.3f} > {RHAT_THRESHOLD} (at {worst})")
         if table.attrs["divergences"]:
             problems.append(f"{table.attrs['divergences']} divergent transitions after warmup")
+        if table.attrs["max_tree_depth_hits"]:
+            problems.append(
+                f"{table.attrs['max_tree_depth_hits']} transitions hit the maximum tree depth ({MAX_TREE_DEPTH})"
+            )
         if problems:
             warnings.warn(
                 "MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
