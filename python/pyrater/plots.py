@@ -54,10 +54,12 @@ def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, c
     n = len(labels)
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
-    size = 0.55 * K + 1.2
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 1, size * nrows + 0.4), squeeze=False)
+    size = 0.6 * K + 1.4
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size * ncols + 1.5, size * nrows + 0.6), squeeze=False, layout="constrained"
+    )
     image = None
-    for ax, rater in zip(axes.flat, labels):
+    for index, (ax, rater) in enumerate(zip(axes.flat, labels)):
         values = theta.sel(rater=rater).to_numpy()
         image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap=cmap)
         for k in range(K):
@@ -67,8 +69,10 @@ def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, c
         ax.set_xticks(range(K), cats)
         ax.set_yticks(range(K), cats)
         ax.set_title(f"rater {rater}")
-        ax.set_xlabel("rating")
-        ax.set_ylabel("true category")
+        if index >= n - ncols:  # bottom panel of its column
+            ax.set_xlabel("rating")
+        if index % ncols == 0:
+            ax.set_ylabel("true category")
     for ax in list(axes.flat)[n:]:
         ax.remove()
     fig.colorbar(image, ax=[a for a in axes.flat][:n], shrink=0.8, label="P(rating | true category)")
