@@ -323,6 +323,24 @@ def resolve_inits(
     return [dict(d) for d in inits]
 
 
+def optimize_inits(
+    model_name: str, data: dict[str, Any], seed: int | None, inits: Any, n_inits: int
+) -> list[dict[str, np.ndarray]] | None:
+    """Validate :meth:`Engine.optimize`'s arguments and resolve its starts.
+
+    A list of ``inits`` sets the number of starts; otherwise ``n_inits``
+    starts as in :func:`resolve_inits`.
+    """
+    check_model_name(model_name)
+    check_data(data)
+    check_seed(seed)
+    if isinstance(n_inits, bool) or not isinstance(n_inits, (int, np.integer)) or n_inits < 1:
+        raise ValueError(f"n_inits must be an integer >= 1; got {n_inits!r}")
+    if isinstance(inits, (list, tuple)):
+        n_inits = len(inits)
+    return resolve_inits(model_name, data, inits, n_inits, seed)
+
+
 _ELAPSED_RE = re.compile(r"([0-9.eE+-]+)\s+seconds\s+\((Warm-up|Sampling)\)")
 
 

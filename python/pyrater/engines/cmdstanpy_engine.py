@@ -31,6 +31,7 @@ from .base import (
     check_model_name,
     check_sample_args,
     check_seed,
+    optimize_inits,
     program_code,
     resolve_inits,
 )
@@ -214,16 +215,10 @@ class CmdStanPyEngine(Engine):
         n_inits: int = 4,
     ) -> OptimizeResult:
         """Posterior mode by CmdStan's L-BFGS (``jacobian=False``) from several starts."""
-        check_model_name(model_name)
-        check_data(data)
         check_seed(seed)
-        if isinstance(n_inits, bool) or not isinstance(n_inits, (int, np.integer)) or n_inits < 1:
-            raise ValueError(f"n_inits must be an integer >= 1; got {n_inits!r}")
-        if isinstance(inits, (list, tuple)):
-            n_inits = len(inits)
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0] % (2**31))
-        init_list = resolve_inits(model_name, data, inits, n_inits, seed)
+        init_list = optimize_inits(model_name, data, seed, inits, n_inits)
         model = self.compile(model_name)
         start = time.perf_counter()
         lds = np.full(n_inits, np.nan)

@@ -45,7 +45,7 @@ from .base import (
     check_data,
     check_model_name,
     check_sample_args,
-    check_seed,
+    optimize_inits,
     parse_elapsed,
     program_code,
     resolve_inits,
@@ -393,14 +393,7 @@ class PystanEngine(Engine):
         """Posterior mode by L-BFGS-B; see :meth:`pyrater.engines.base.Engine.optimize`."""
         from scipy.optimize import minimize
 
-        check_model_name(model_name)
-        check_data(data)
-        check_seed(seed)
-        if isinstance(n_inits, bool) or not isinstance(n_inits, (int, np.integer)) or n_inits < 1:
-            raise ValueError(f"n_inits must be an integer >= 1; got {n_inits!r}")
-        if isinstance(inits, (list, tuple)):
-            n_inits = len(inits)
-        init_list = resolve_inits(model_name, data, inits, n_inits, seed)
+        init_list = optimize_inits(model_name, data, seed, inits, n_inits)
         module = self.module(model_name)
         mdata = _module_data(data)
         names, dims, _ = self._checked(module, mdata)
