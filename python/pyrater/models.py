@@ -48,15 +48,23 @@ def default_beta(K: int, n: float = PRIOR_N, p: float = PRIOR_P) -> np.ndarray:
     return beta
 
 
-def _positive(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
+def numeric_array(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
+    """``value`` as a finite float array (a copy) of one of ``shapes``; errors name ``name``."""
     try:
         arr = np.array(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be numeric with shape {shape_text}; got {value!r}") from None
+        raise ValueError(f"{name} must be a numeric array of shape {shape_text}; got {value!r}") from None
     if arr.shape not in shapes:
         raise ValueError(f"{name} must have shape {shape_text}; got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be finite and > 0; got min {np.nanmin(arr)!r}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; it contains NaN or infinity")
+    return arr
+
+
+def _positive(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
+    arr = numeric_array(name, value, shapes, shape_text)
+    if np.any(arr <= 0):
+        raise ValueError(f"{name} must be > 0; got min {arr.min()!r}")
     return arr
 
 

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .data import RatingData
-from .models import Model, default_alpha, default_beta, get_model
+from .models import Model, default_alpha, default_beta, get_model, numeric_array
 
 __all__ = [
     "Simulation",
@@ -131,18 +131,6 @@ def _as_int(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}; got {value}")
     return int(value)
-
-
-def _array(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a numeric array of shape {shape_text}; got {value!r}") from None
-    if arr.shape not in shapes:
-        raise ValueError(f"{name} must have shape {shape_text}; got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite; it contains NaN or infinity")
-    return arr
 
 
 def _simplex(name: str, arr: np.ndarray, tol: float = 1e-6) -> np.ndarray:
@@ -317,7 +305,7 @@ def _check_categories(categories: Any, K: int) -> None:
 def _pi(rng: np.random.Generator, pi: Any, K: int, alpha: np.ndarray | None) -> np.ndarray:
     if pi is None:
         return _dirichlet_rows(rng, default_alpha(K) if alpha is None else alpha)
-    return _simplex("pi", _array("pi", pi, [(K,)], f"(K,) = ({K},)"))
+    return _simplex("pi", numeric_array("pi", pi, [(K,)], f"(K,) = ({K},)"))
 
 
 # ----------------------------------------------------------------- simulators
@@ -384,7 +372,7 @@ def simulate_dawid_skene(
         b = default_beta(K) if beta is None else np.asarray(beta, dtype=float)
         theta = _dirichlet_rows(rng, np.broadcast_to(b, (J, K, K)))
     else:
-        theta = _array("theta", theta, [(J, K, K), (K, K)], f"(J, K, K) = ({J}, {K}, {K}) or (K, K) = ({K}, {K})")
+        theta = numeric_array("theta", theta, [(J, K, K), (K, K)], f"(J, K, K) = ({J}, {K}, {K}) or (K, K) = ({K}, {K})")
         theta = np.broadcast_to(_simplex("theta", theta), (J, K, K)).copy()
     return _finish(rng, "dawid_skene", I, J, pi, theta, raters_per_item, repeats, {}, categories)
 
@@ -426,7 +414,7 @@ def simulate_homogeneous(
     if theta is None:
         shared = _dirichlet_rows(rng, default_beta(K) if beta is None else np.asarray(beta, dtype=float))
     else:
-        shared = _simplex("theta", _array("theta", theta, [(K, K)], f"(K, K) = ({K}, {K})"))
+        shared = _simplex("theta", numeric_array("theta", theta, [(K, K)], f"(K, K) = ({K}, {K})"))
     full = np.broadcast_to(shared, (J, K, K)).copy()
     return _finish(rng, "homogeneous", I, J, pi, full, raters_per_item, repeats, {}, categories)
 
@@ -497,7 +485,7 @@ def simulate_class_conditional(
         b2 = np.full(K, 3.2) if beta2 is None else np.broadcast_to(np.asarray(beta2, dtype=float), (K,))
         p = rng.beta(np.broadcast_to(b1, (J, K)), np.broadcast_to(b2, (J, K)))
     else:
-        p = _array("p", p, [(J, K), (K,)], f"(J, K) = ({J}, {K}) or (K,) = ({K},)")
+        p = numeric_array("p", p, [(J, K), (K,)], f"(J, K) = ({J}, {K}) or (K,) = ({K},)")
         if np.any((p < 0) | (p > 1)):
             raise ValueError(f"p must hold probabilities in [0, 1]; got values from {p.min()!r} to {p.max()!r}")
         p = np.broadcast_to(p, (J, K)).copy()
@@ -557,11 +545,11 @@ def simulate_hierarchical(
         mu = rng.normal(0.0, 1.0, size=(K, K))
         mu[np.arange(K), np.arange(K)] += 2.0
     else:
-        mu = _array("mu", mu, [(K, K)], f"(K, K) = ({K}, {K})")
+        mu = numeric_array("mu", mu, [(K, K)], f"(K, K) = ({K}, {K})")
     if sigma is None:
         sigma = np.abs(rng.normal(0.0, 1.0, size=(K, K)))
     else:
-        sigma = _array("sigma", sigma, [(K, K), ()], f"(K, K) = ({K}, {K}) or a scalar")
+        sigma = numeric_array("sigma", sigma, [(K, K), ()], f"(K, K) = ({K}, {K}) or a scalar")
         if np.any(sigma <= 0):
             raise ValueError(f"sigma must be > 0; min is {sigma.min()!r}")
         sigma = np.broadcast_to(sigma, (K, K)).copy()
