@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -100,3 +101,185 @@ def test_compare_command_prints_loo_table(anesthesia_path):
     assert "elpd_loo" in lines[0] and "elpd_diff" in lines[0]
     assert {lines[1].split()[0], lines[2].split()[0]} == {"dawid_skene", "class_conditional"}
     assert "fitting models" in res.stderr  # progress indication
+    # the columns, the warning column among them, are explained under the table
+    assert "warning: True when the PSIS-LOO estimate" in res.stdout and "Pareto k > 0.7" in res.stdout
+
+
+# ------------------------------------------------------------ options, errors, many raters
+
+
+def _sim_csv(tmp_path, name="ratings.csv", **kw):
+    sim = pyrater.simulate_dawid_skene(seed=kw.pop("seed", 3), **kw)
+    path = tmp_path / name
+    sim.data.to_long().to_csv(path, index=False)
+    return sim, path
+
+
+def test_version_and_help_document_every_option():
+    from pyrater.cli import build_parser
+
+    res = run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"pyrater {pyrater.__version__}"
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in ("fit", "compare", "demo"):
+        text = run(name, "--help").stdout
+        options = [o for a in sub.choices[name]._actions for o in a.option_strings if o.startswith("--")]
+        assert "--seed" in options and "--debug" in options  # on every subcommand
+        for action in sub.choices[name]._actions:
+            assert action.help, f"{name} {action.option_strings} has no help"
+        for option in options:
+            assert option in text, f"{name} --help does not show {option}"
+    fit_options = [o for a in sub.choices["fit"]._actions for o in a.option_strings]
+    for option in ("--ml", "--alpha", "--beta-diag", "--beta-off", "--priors", "--known", "--engine", "--restarts"):
+        assert option in fit_options
+    # the method list comes from pyrater.fit's METHODS, plus maximum likelihood by EM
+    method = next(a for a in sub.choices["fit"]._actions if a.dest == "method")
+    assert tuple(method.choices) == (*importlib.import_module("pyrater.fit").METHODS, "em-ml")
+
+
+def test_many_categories_em_names_the_way_out_and_ml_and_priors_work(tmp_path):
+    import json
+
+    from pyrater.models import DawidSkene
+
+    sim, path = _sim_csv(tmp_path, n_items=150, n_raters=4, n_categories=5)
+    res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "a"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--ml" in res.stderr and "--beta-off" in res.stderr and "--priors" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 2  # "read ..." and the error
+    # maximum likelihood: --ml and --method em-ml
+    for flag in (["--ml"], ["--method", "em-ml"]):
+        out = tmp_path / flag[-1]
+        res = run("fit", str(path), *flag, "--out", str(out), "--quiet")
+        assert res.returncode == 0, res.stderr
+        ml = pyrater.em(sim.data, method="ml", seed=1)
+        params = pd.read_csv(out / "parameters.csv", index_col=0)["estimate"].to_numpy()
+        np.testing.assert_allclose(params[:5], ml.pi, atol=1e-10)
+    # priors from flags: MAP with those priors
+    res = run("fit", str(path), "--method", "em", "--beta-off", "1", "--beta-diag", "4", "--alpha", "2",
+              "--out", str(tmp_path / "b"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    beta = np.ones((5, 5)) + 3 * np.eye(5)
+    ref = pyrater.em(sim.data, DawidSkene(alpha=2, beta=beta), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "b" / "parameters.csv", index_col=0)["estimate"].to_numpy()
+    np.testing.assert_allclose(params[:5], ref.pi, atol=1e-10)
+    # priors from a JSON file: all ones, so the mode is the ML estimate
+    priors = tmp_path / "flat.json"
+    priors.write_text(json.dumps({"alpha": 1, "beta": np.ones((5, 5)).tolist()}))
+    res = run("fit", str(path), "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    params = pd.read_csv(tmp_path / "c" / "parameters.csv", index_col=0)["estimate"].to_numpy()
+    np.testing.assert_allclose(params[:5], ml.pi, atol=1e-6)
+    priors.write_text(json.dumps({"alpha": 1, "gamma": 2}))
+    res = run("fit", str(path), "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "d"))
+    assert res.returncode == 2 and "['gamma'] are not priors of model dawid_skene" in res.stderr
+
+
+def test_known_file_restarts_and_seed(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=120, n_raters=4, n_categories=3)
+    cats = np.asarray(sim.data.categories)
+    known = pd.DataFrame({"item": sim.data.unit_labels[:10], "label": cats[sim.z[:10]]})
+    known_path = tmp_path / "known.csv"
+    known.to_csv(known_path, index=False)
+    res = run("fit", str(path), "--method", "em", "--known", str(known_path), "--restarts", "2", "--seed", "5",
+              "--out", str(tmp_path / "o"))
+    assert res.returncode == 0, res.stderr
+    assert "runs (init + restarts): 3" in res.stdout
+    probs = pd.read_csv(tmp_path / "o" / "class_probabilities.csv", index_col=0)
+    ref = pyrater.em(sim.data, method="map", known=dict(zip(known["item"], known["label"])), n_restarts=2, seed=5)
+    np.testing.assert_allclose(probs[[str(c) for c in cats]].to_numpy(), ref.class_probs, atol=1e-10)
+    np.testing.assert_array_equal(probs[[str(c) for c in cats]].to_numpy()[np.arange(10), sim.z[:10]], 1.0)
+    res = run("fit", str(path), "--method", "em", "--known", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "p"))
+    assert res.returncode == 2 and "--known: file not found" in res.stderr
+
+
+def test_errors_are_one_line_with_traceback_under_debug(tmp_path, monkeypatch, capsys):
+    from pyrater import cli
+
+    _, path = _sim_csv(tmp_path, n_items=40, n_raters=3, n_categories=2)
+    taken = tmp_path / "taken.txt"
+    taken.write_text("x")
+    res = run("fit", str(path), "--method", "em", "--out", str(taken))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [f"pyrater: error: --out {taken} exists and is not a folder; "
+                                               "give a folder (created if missing)"]  # before reading or fitting
+    res = run("fit", str(tmp_path), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "is a directory" in res.stderr and "Traceback" not in res.stderr
+    res = run("fit", str(path), "--draws", "-5", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "--draws" in res.stderr and "warmup" not in res.stderr.split("error:")[-1]
+    # any other exception: one line naming it, exit status 1; the traceback with --debug
+    def boom(data, args):
+        raise RuntimeError("the sampler exploded\nsecond line")
+
+    monkeypatch.setattr(cli, "_fit", boom)
+    assert cli.main(["fit", str(path), "--method", "em", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("pyrater: error: RuntimeError: the sampler exploded (in test_cli.py:")
+    assert "--debug" in err[-1] and not any("Traceback" in line for line in err)
+    with pytest.raises(RuntimeError, match="sampler exploded"):
+        cli.main(["fit", str(path), "--method", "em", "--out", str(tmp_path / "o"), "--debug"])
+
+
+def test_many_raters_short_summary_and_bounded_plot(tmp_path):
+    import matplotlib.image
+
+    sim, path = _sim_csv(tmp_path, n_items=300, n_raters=461, n_categories=3, raters_per_item=5)
+    n_raters = pd.read_csv(path)["rater"].nunique()  # the raters who rated something
+    assert n_raters > 440
+    res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) < 60
+    assert "the 5 least accurate" in res.stdout and "the 5 most accurate" in res.stdout
+    assert str(tmp_path / "o" / "raters.csv") in res.stdout  # where the full tables are
+    raters = pd.read_csv(tmp_path / "o" / "raters.csv", index_col=0)
+    assert len(raters) == n_raters
+    fit = pyrater.em(pd.read_csv(path), method="map", seed=1)
+    pi, theta = fit.pi, fit.theta
+    np.testing.assert_allclose(raters["accuracy"], np.einsum("jkk,k->j", theta, pi), atol=1e-10)
+    worst = raters["accuracy"].sort_values(kind="stable").index[:5]
+    first = lines.index(next(x for x in lines if "least accurate" in x)) + 3  # after the table's two header lines
+    shown = [line.split()[0] for line in lines[first:first + 5]]
+    assert [str(w) for w in worst] == shown
+    height, width = matplotlib.image.imread(tmp_path / "o" / "raters.png").shape[:2]
+    assert height <= 1000 and width <= 1500
+    assert len((tmp_path / "o" / "summary.txt").read_text().splitlines()) > n_raters * 9  # the full report is in the file
+
+
+def test_plot_raters_pages_or_summarises():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pyrater.plots import plot_raters
+
+    sim = pyrater.simulate_dawid_skene(n_items=200, n_raters=30, n_categories=3, raters_per_item=4, seed=2)
+    fit = pyrater.em(sim.data)
+    fig = plot_raters(fit)  # more raters than max_panels: one summary panel
+    assert len(fig.axes) == 1 and "accuracy" in fig.axes[0].get_title()
+    w, h = fig.get_size_inches()
+    assert w <= 12 and h <= 6
+    labels = list(sim.data.rater_labels)
+    page = plot_raters(fit, raters=labels[:12])
+    assert sum(1 for ax in page.axes if ax.images) == 12
+    with pytest.raises(ValueError, match="max_panels"):
+        plot_raters(fit, raters=labels)
+
+
+def test_grouped_output_has_the_rating_patterns(tmp_path, caries_path):
+    res = run("fit", str(caries_path), "--format", "grouped", "--method", "em", "--out", str(tmp_path), "--quiet")
+    assert res.returncode == 0, res.stderr
+    raw = pd.read_csv(caries_path)
+    probs = pd.read_csv(tmp_path / "class_probabilities.csv")
+    pd.testing.assert_frame_equal(probs[list(raw.columns)], raw, check_dtype=False)
+    ref = pyrater.em(raw, method="map", data_format="grouped", seed=1)
+    np.testing.assert_allclose(probs[["1", "2"]].to_numpy(), ref.class_probs, atol=1e-10)
+
+
+def test_compare_with_one_model_refuses_before_fitting(anesthesia_path):
+    res = run("compare", str(anesthesia_path), "--models", "dawid_skene")
+    assert res.returncode == 2 and "at least two different models" in res.stderr
+    assert "read " not in res.stderr and "fitting models" not in res.stderr
+    res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "dawid_skene")
+    assert res.returncode == 2 and "at least two different models" in res.stderr
+    assert "warning: True when" in run("compare", "--help").stdout

@@ -2,39 +2,68 @@
 
 ``pyrater fit RATINGS.csv --format long --model dawid_skene --method em --out DIR``
 reads a CSV, fits, writes ``parameters.csv`` (pi and theta), ``class_probabilities.csv``
-(one row per item), ``summary.txt`` and the plots (``raters.png``,
-``class_probabilities.png``, ``prevalence.png``, and ``trace.png`` for MCMC)
-into ``DIR`` and prints the summary.
+(one row per item; for grouped data one row per rating pattern, with the
+pattern's ratings and tally), ``raters.csv`` (accuracy and diagonal of each
+rater's error matrix), ``summary.txt`` (the full report) and the plots
+(``raters.png``, ``class_probabilities.png``, ``prevalence.png``, and
+``trace.png`` for MCMC) into ``DIR`` and prints a short summary (pi, the
+raters -- only the least and most accurate when there are many -- and where
+the full tables were written).  ``--ml`` (or ``--method em-ml``) fits by
+maximum likelihood (EM); ``--alpha``, ``--beta-diag``, ``--beta-off`` or
+``--priors FILE.json`` set the priors; ``--known FILE`` gives items of known
+class.  ``pyrater fit --help`` lists every option.
 ``pyrater compare RATINGS.csv --models dawid_skene class_conditional`` fits each
 model by MCMC and prints the PSIS-LOO comparison table.
-``pyrater demo --out DIR`` does the same on the built-in example
+``pyrater demo --out DIR`` does the same as ``fit`` on the built-in example
 (:func:`pyrater.datasets.example_ratings`), the README's main command.
 
-Errors in the input are reported with the file's line number and the column,
-and the exit status is 2.
+Errors are one line on stderr: input errors (with the file's line number
+and the column) exit with status 2, anything else with status 1; ``--debug``
+shows the full traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
 import sys
 import time
+import traceback
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .data import RatingData, RatingDataError, as_rating_data
-from .models import MODEL_NAMES
+from .fit import METHODS
+from .models import MODEL_NAMES, get_model
+
+# the CLI's methods: pyrater.fit's, plus maximum likelihood by EM
+CLI_METHODS = (*METHODS, "em-ml")
+ENGINES = ("auto", "cmdstanpy", "pystan")
+# terminal summary: all raters up to this many, else the least and the most accurate few
+SHORT_RATERS = 12
+SHOWN_RATERS = 5
+
+
+class CLIError(ValueError):
+    """A problem with the command line's arguments or files (exit status 2)."""
 
 __all__ = ["main"]
 
 
 def _read_csv(path: Path, data_format: str, args: argparse.Namespace) -> RatingData:
+    if path.is_dir():
+        raise CLIError(f"{path} is a directory; give a CSV file of ratings")
     try:
         df = pd.read_csv(path)
     except FileNotFoundError:
         raise RatingDataError(f"file not found: {path}") from None
+    except PermissionError:
+        raise CLIError(f"{path}: permission denied") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise RatingDataError(f"{path}: cannot read as CSV: {exc}") from None
     # index rows by their line in the file (header is line 1) so messages point at lines
@@ -60,6 +89,79 @@ def _parse_categories(text: str, df: pd.DataFrame, data_format: str) -> list:
     return labels
 
 
+def _check_out(out: Path) -> None:
+    """Refuse an output folder that exists as a file, before any fitting."""
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} exists and is not a folder; give a folder (created if missing)")
+
+
+def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
+    """Per rater: ratings, expected accuracy ``sum_k pi_k theta[j, k, k]`` and the diagonal of theta.
+
+    For fits with draws, the accuracy gets a central ``prob`` interval.
+    """
+    data = fit.data
+    K = data.n_categories
+    diag = np.arange(K)
+    pi, theta = fit.point_estimate("pi").to_numpy(), fit.point_estimate("theta").to_numpy()
+    table = pd.DataFrame(index=pd.Index(data.rater_labels, name="rater"))
+    table["ratings"] = np.bincount(data.rater, weights=data.weight[data.unit], minlength=data.n_raters).astype(int)
+    table["accuracy"] = theta[:, diag, diag] @ pi
+    if fit.has_draws:
+        pi_s, theta_s = fit._draws()
+        acc = np.einsum("sjk,sk->sj", theta_s[:, :, diag, diag], pi_s)
+        table[f"accuracy {100 * (1 - prob) / 2:g}%"] = np.quantile(acc, (1 - prob) / 2, axis=0)
+        table[f"accuracy {100 * (1 + prob) / 2:g}%"] = np.quantile(acc, (1 + prob) / 2, axis=0)
+    for k, cat in enumerate(data.categories):
+        table[f"theta[{cat}, {cat}]"] = theta[:, k, k]
+    return table
+
+
+def _class_table(fit) -> pd.DataFrame:
+    """Class probabilities and the most probable class; for grouped data with the rating pattern."""
+    probs = fit.class_probabilities().join(fit.point_estimate("z"))
+    data = fit.data
+    if not data.is_grouped:
+        return probs
+    pattern = data._table_frame(data._code_table())  # one row per pattern: its ratings
+    pattern.columns = [str(c) for c in data.rater_labels]
+    tally = str(data._columns.get("tally", "n"))
+    pattern[tally] = data.weight
+    names = [str(c) for c in probs.columns]
+    if set(names) & set(pattern.columns):  # rater labels that look like category labels
+        probs.columns = [f"P({c})" if c != "z" else c for c in names]
+    pattern.index = probs.index
+    return pattern.join(probs)
+
+
+def _short_summary(fit, summary, rater_table: pd.DataFrame, written: list[Path]) -> str:
+    """What the terminal shows: header, method details, pi, the raters (or the extremes), the files."""
+    lines = [f"{summary.model} fitted by {summary.method}"]
+    lines += [f"  {key}: {value}" for key, value in summary.info.items()]
+    data = fit.data
+    lines.append(f"Data: {data.n_items} items, {data.n_raters} raters, {data.n_categories} categories")
+    pi_rows = summary.parameters.iloc[: data.n_categories]
+    with pd.option_context("display.width", 120):
+        lines += ["Prevalence pi:", pi_rows.round(3).to_string()]
+        table = rater_table.round(3)
+        if len(table) <= SHORT_RATERS:
+            lines += ["Raters (accuracy = sum_k pi_k theta[k, k]):", table.to_string()]
+        else:
+            order = table.sort_values("accuracy", kind="stable")
+            lines += [
+                f"Raters: {len(table)}; the {SHOWN_RATERS} least accurate (accuracy = sum_k pi_k theta[k, k]):",
+                order.head(SHOWN_RATERS).to_string(),
+                f"the {SHOWN_RATERS} most accurate:",
+                order.tail(SHOWN_RATERS).iloc[::-1].to_string(),
+            ]
+    z = fit.point_estimate("z")
+    counts = pd.Series(np.bincount(pd.Index(data.categories).get_indexer(z.to_numpy()), weights=data.weight,
+                                   minlength=data.n_categories).astype(int), index=list(data.categories))
+    lines.append("Items per most probable class: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    lines.append("Full tables: " + ", ".join(str(p) for p in written if p.suffix in (".csv", ".txt")))
+    return "\n".join(lines)
+
+
 def _write_outputs(fit, out: Path, quiet: bool) -> None:
     import matplotlib
 
@@ -70,10 +172,12 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     summary = fit.summary()
-    written = [out / "parameters.csv", out / "class_probabilities.csv", out / "summary.txt"]
+    rater_table = _rater_table(fit)
+    written = [out / "parameters.csv", out / "class_probabilities.csv", out / "raters.csv", out / "summary.txt"]
     summary.parameters.to_csv(written[0])
-    fit.class_probabilities().join(fit.point_estimate("z")).to_csv(written[1])
-    written[2].write_text(str(summary) + "\n")
+    _class_table(fit).to_csv(written[1])
+    rater_table.to_csv(written[2])
+    written[3].write_text(str(summary) + "\n")
     figures = {
         "raters.png": plots.plot_raters(fit),
         "class_probabilities.png": plots.plot_class_probabilities(fit),
@@ -86,30 +190,156 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
         plt.close(fig)
         written.append(out / name)
     if not quiet:
-        print(summary)
+        print(_short_summary(fit, summary, rater_table, written))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
 
 
+# ------------------------------------------------------------------ priors and known classes
+
+
+def _model(args: argparse.Namespace):
+    """The model object with the priors given on the command line (``--priors`` file, then the flags)."""
+    name = args.model
+    cls = type(get_model(name))
+    allowed = [p for p in inspect.signature(cls).parameters]
+    options: dict[str, Any] = {}
+    if getattr(args, "priors", None):
+        path = Path(args.priors)
+        try:
+            options = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise CLIError(f"--priors: file not found: {path}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
+            raise CLIError(f"--priors {path}: not a JSON file: {exc}") from None
+        if not isinstance(options, dict):
+            raise CLIError(f"--priors {path}: expected a JSON object such as {{\"alpha\": 1, \"beta\": [[...]]}}")
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise CLIError(f"--priors {path}: {unknown} are not priors of model {name}; its priors are {allowed}")
+    if getattr(args, "alpha", None) is not None:
+        options["alpha"] = args.alpha
+    diag, off = getattr(args, "beta_diag", None), getattr(args, "beta_off", None)
+    if diag is not None or off is not None:
+        if name == "hierarchical":
+            raise CLIError("--beta-diag/--beta-off do not apply to the hierarchical model (its priors: --alpha)")
+        options["_beta"] = (diag, off)
+    return cls, options
+
+
+def _resolve_model(args: argparse.Namespace, K: int):
+    """The model object, with ``--beta-diag``/``--beta-off`` turned into K x K (or per-class) values."""
+    from .models import default_beta
+
+    cls, options = _model(args)
+    if "_beta" in options:
+        diag, off = options.pop("_beta")
+        if args.model == "class_conditional":  # p[j, k] ~ Beta(beta1, beta2): correct vs wrong
+            if diag is not None:
+                options["beta1"] = diag
+            if off is not None:
+                options["beta2"] = off
+        else:
+            beta = np.array(options.get("beta", default_beta(K)), dtype=float)
+            if beta.shape != (K, K):
+                raise CLIError(f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
+                               f"shape {beta.shape}")
+            eye = np.eye(K, dtype=bool)
+            if diag is not None:
+                beta[eye] = diag
+            if off is not None:
+                beta[~eye] = off
+            options["beta"] = beta
+    return cls(**options)
+
+
+def _read_known(path_text: str | None) -> pd.Series | None:
+    """``--known FILE``: a CSV of items of known class, columns ``item,label`` (or the first two)."""
+    if not path_text:
+        return None
+    path = Path(path_text)
+    if path.is_dir():
+        raise CLIError(f"--known {path} is a directory; give a CSV file with columns item,label")
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise CLIError(f"--known: file not found: {path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise CLIError(f"--known {path}: cannot read as CSV: {exc}") from None
+    cols = ["item", "label"] if {"item", "label"} <= set(df.columns) else list(df.columns[:2])
+    if len(cols) < 2:
+        raise CLIError(f"--known {path}: expected two columns item,label; found {list(df.columns)}")
+    missing = df[cols].isna().any(axis=1)
+    if missing.any():
+        lines = (np.flatnonzero(missing.to_numpy()) + 2).tolist()
+        raise CLIError(f"--known {path}: empty item or label on line(s) {lines[:8]}")
+    return pd.Series(df[cols[1]].to_numpy(), index=df[cols[0]].to_numpy())
+
+
+# ------------------------------------------------------------------------------- fitting
+
+
+def _method(args: argparse.Namespace) -> str:
+    return "em-ml" if getattr(args, "ml", False) else args.method
+
+
 def _fit(data: RatingData, args: argparse.Namespace):
+    from .em import em
     from .fit import fit
 
-    kwargs = {"seed": args.seed}
-    if args.method == "mcmc":
-        kwargs.update(chains=args.chains, draws=args.draws, warmup=args.warmup or args.draws)
-    return fit(data, args.model, method=args.method, **kwargs)
+    method = _method(args)
+    model = _resolve_model(args, data.n_categories)
+    known = _read_known(getattr(args, "known", None))
+    if method in ("em", "em-ml"):
+        if method == "em":
+            _check_mode_priors(model, data)
+        kwargs = {"n_restarts": args.restarts} if args.restarts is not None else {}
+        return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
+    kwargs = {"seed": args.seed, "engine": args.engine, "known": known}
+    if method == "optimize":
+        if args.restarts is not None:
+            kwargs["n_inits"] = args.restarts + 1
+    else:  # samplers
+        kwargs.update(chains=args.chains, draws=args.draws, warmup=args.draws if args.warmup is None else args.warmup)
+    return fit(data, model, method=method, **kwargs)
+
+
+def _check_mode_priors(model, data: RatingData) -> None:
+    """EM's posterior mode needs every hyperparameter >= 1: say how to get there from the command line."""
+    priors = model.priors(data.n_categories, data.n_raters)
+    low = {key: float(np.min(value)) for key, value in priors.items() if np.min(value) < 1}
+    if low:
+        names = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
+        raise CLIError(
+            f"--method em (the posterior mode) needs every prior hyperparameter >= 1, but {names} "
+            f"{'is' if len(low) == 1 else 'are'} below 1 (rater's default off-diagonal beta is 3.2 / (K - 1) for "
+            f"K = {data.n_categories} categories). Use --ml for maximum likelihood, or priors >= 1: e.g. "
+            "--beta-off 1 (and --beta-diag, --alpha), or --priors FILE.json; or --method mcmc"
+        )
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     start = time.perf_counter()
     result = _fit(data, args)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    _write_outputs(result, Path(args.out), args.quiet)
+    _write_outputs(result, out, args.quiet)
     return 0
 
 
+COMPARE_NOTE = (
+    "elpd_loo: expected log predictive density of a new item (PSIS-LOO, items left out); higher is better. "
+    "elpd_diff, dse: difference from the best model and its standard error. p_loo: effective number of "
+    "parameters. warning: True when the PSIS-LOO estimate of that model is unreliable (some item has "
+    "Pareto k > 0.7, or the Pareto smoothing failed): treat its elpd_loo with caution or refit with more draws."
+)
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
+    if len(set(args.models)) < 2:
+        raise CLIError(f"compare needs at least two different models (--models), got {args.models}")
     from tqdm.auto import tqdm
 
     from .compare import compare
@@ -120,64 +350,147 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     fits = {}
     for name in tqdm(args.models, desc="fitting models", unit="model", file=sys.stderr):
         fits[name] = fit(
-            data, name, method="mcmc", chains=args.chains, draws=args.draws,
-            warmup=args.warmup or args.draws, seed=args.seed, progress=False,
+            data, name, method="mcmc", chains=args.chains, draws=args.draws, engine=args.engine,
+            warmup=args.draws if args.warmup is None else args.warmup, seed=args.seed, progress=False,
         )
     table = compare(fits)
     with pd.option_context("display.width", 120):
         print(table.round(3).to_string())
+    print(COMPARE_NOTE)
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import EXAMPLE_CATEGORIES, example_ratings
 
-    df = example_ratings()
     out = Path(args.out)
+    _check_out(out)
+    df = example_ratings()
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "example_ratings.csv", index=False)
     data = RatingData.from_long(df, categories=EXAMPLE_CATEGORIES)
     print(f"built-in example: {data}", file=sys.stderr)
     start = time.perf_counter()
     result = _fit(data, args)
-    print(f"fitted {args.model} by {args.method} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    print(f"fitted {args.model} by {_method(args)} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     _write_outputs(result, out, args.quiet)
     return 0
 
 
+# -------------------------------------------------------------------------------- parser
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if not (np.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**31), got {text!r}") from None
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**31), got {value}")
+    return value
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options of every subcommand."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--seed", type=_seed, default=1, help="random seed (default 1): the same seed gives the same result")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    return p
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ratings", help="CSV file of ratings")
+    p.add_argument("--format", choices=("long", "wide", "grouped"), default="long",
+                   help="long: item,rater,rating rows; wide: one column per rater; grouped: one row per rating "
+                        "pattern with a tally column (default long)")
+    p.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
+    p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
+
+
+def _add_sampler_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="Stan interface: auto (cmdstanpy when CmdStan is installed, else pystan), cmdstanpy, pystan")
+    p.add_argument("--chains", type=_int_at_least(1), default=4, help="MCMC chains (default 4)")
+    p.add_argument("--draws", type=_int_at_least(1), default=1000, help="MCMC draws per chain after warmup (default 1000)")
+    p.add_argument("--warmup", type=_int_at_least(0), default=None, help="MCMC warmup per chain (default: = --draws)")
+
+
 def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
-    p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene")
-    p.add_argument("--method", choices=("mcmc", "optimize", "em"), default=default_method)
-    p.add_argument("--out", default="pyrater-out", help="output folder (created)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--draws", type=int, default=1000, help="draws per chain after warmup")
-    p.add_argument("--warmup", type=int, default=None, help="warmup per chain (default: = draws)")
+    p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene", help="model (default dawid_skene)")
+    p.add_argument("--method", choices=CLI_METHODS, default=default_method,
+                   help=f"mcmc: NUTS in Stan; optimize: posterior mode in Stan; em: posterior mode by EM; em-ml: "
+                        f"maximum likelihood by EM (default {default_method})")
+    p.add_argument("--ml", action="store_true",
+                   help="maximum likelihood by EM (the same as --method em-ml; overrides --method)")
+    p.add_argument("--out", default="pyrater-out", help="output folder (created; default pyrater-out)")
+    p.add_argument("--restarts", type=_int_at_least(0), default=None,
+                   help="extra random starts: EM restarts (em, em-ml; default 0 besides EM's own search of starts), "
+                        "or optimize starts beyond the first (default 3)")
+    _add_sampler_options(p)
+    pri = p.add_argument_group("priors (rater's defaults unless given)")
+    pri.add_argument("--alpha", type=_positive_float, default=None,
+                     help="Dirichlet prior on the prevalence pi: the same value for every class (default 3)")
+    pri.add_argument("--beta-diag", type=_positive_float, default=None,
+                     help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
+                          "error-matrix row (class_conditional: beta1); default 4.8")
+    pri.add_argument("--beta-off", type=_positive_float, default=None,
+                     help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
+                          "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional: beta2 of "
+                          "p ~ Beta(beta1, beta2), default 3.2")
+    pri.add_argument("--priors", metavar="FILE.json", default=None,
+                     help="JSON object of the model's priors, e.g. {\"alpha\": [3, 3], \"beta\": [[8, 1], [1, 8]]} "
+                          "(class_conditional: alpha, beta1, beta2); --alpha/--beta-* override it")
+    p.add_argument("--known", metavar="FILE", default=None,
+                   help="CSV of items whose true class is known, columns item,label; the fit conditions on them")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="pyrater", description="Bayesian and EM analysis of repeated categorical ratings.")
+    parser.add_argument("--version", action="version", version=f"pyrater {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("fit", help="fit a model to a CSV of ratings")
-    p.add_argument("ratings", help="CSV file")
-    p.add_argument("--format", choices=("long", "wide", "grouped"), default="long")
-    p.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
-    p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
+    common = _common()
+    p = sub.add_parser("fit", parents=[common], help="fit a model to a CSV of ratings",
+                       description="Fit a model to a CSV of ratings; write tables and plots to --out.")
+    _add_data_options(p)
     _add_fit_options(p, "mcmc")
     p.set_defaults(func=_cmd_fit)
-    c = sub.add_parser("compare", help="compare models by PSIS-LOO (MCMC fits)")
-    c.add_argument("ratings", help="CSV file")
-    c.add_argument("--format", choices=("long", "wide", "grouped"), default="long")
-    c.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
-    c.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
-    c.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=["dawid_skene", "class_conditional"])
-    c.add_argument("--seed", type=int, default=1)
-    c.add_argument("--chains", type=int, default=4)
-    c.add_argument("--draws", type=int, default=1000)
-    c.add_argument("--warmup", type=int, default=None)
+    c = sub.add_parser("compare", parents=[common], help="compare models by PSIS-LOO (MCMC fits)",
+                       description="Fit each model by MCMC and print the PSIS-LOO comparison table.",
+                       epilog=COMPARE_NOTE)
+    _add_data_options(c)
+    c.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=["dawid_skene", "class_conditional"],
+                   help="two or more models (default dawid_skene class_conditional)")
+    _add_sampler_options(c)
     c.set_defaults(func=_cmd_compare)
-    d = sub.add_parser("demo", help="fit the built-in example end to end")
+    d = sub.add_parser("demo", parents=[common], help="fit the built-in example end to end",
+                       description="Fit the built-in example and write its tables and plots to --out.")
     _add_fit_options(d, "mcmc")
     d.set_defaults(func=_cmd_demo, out="pyrater-demo")
     return parser
@@ -186,15 +499,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
+    if args.debug:
         return args.func(args)
-    except RatingDataError as exc:
+    try:
+        with warnings.catch_warnings():
+            # warnings as one line each, without the Python source line
+            warnings.showwarning = _show_warning
+            return args.func(args)
+    except (RatingDataError, CLIError) as exc:
         print(f"pyrater: error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"pyrater: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("pyrater: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, the traceback under --debug
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"pyrater: error: {type(exc).__name__}: {text} (in {Path(where.filename).name}:{where.lineno}; "
+              "run with --debug for the traceback)", file=sys.stderr)
+        return 1
 
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"pyrater: warning: {message}", file=sys.stderr if file is None else file)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,6 +1,8 @@
 """Plots of fitted models (matplotlib; every function returns the Figure).
 
-* :func:`plot_raters` -- one heatmap per rater of the error matrix theta.
+* :func:`plot_raters` -- one heatmap per rater of the error matrix theta
+  (with many raters, :func:`plot_rater_accuracy` instead).
+* :func:`plot_rater_accuracy` -- every rater's accuracy and diagonal of theta, sorted, one panel.
 * :func:`plot_class_probabilities` -- stacked bars of class probabilities.
 * :func:`plot_prevalence` -- pi with credible intervals.
 * :func:`plot_ppc` -- a posterior predictive check histogram.
@@ -18,6 +20,7 @@ from .results import DEFAULT_PROB, Fit
 
 __all__ = [
     "plot_raters",
+    "plot_rater_accuracy",
     "plot_class_probabilities",
     "plot_prevalence",
     "plot_ppc",
@@ -26,11 +29,26 @@ __all__ = [
 ]
 
 
-def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, cmap: str = "Blues"):
+# plot_raters draws at most this many heatmaps; with more raters it summarises
+MAX_RATER_PANELS = 24
+
+
+def plot_raters(
+    fit: Fit,
+    raters: Sequence[Any] | None = None,
+    ncols: int = 4,
+    cmap: str = "Blues",
+    max_panels: int = MAX_RATER_PANELS,
+):
     """One heatmap per rater of the error matrix (posterior means, or the estimate).
 
     Rows are the true category, columns the rating; every cell shows its
-    value; all panels share the colour scale [0, 1].
+    value; all panels share the colour scale [0, 1].  With more than
+    ``max_panels`` raters (and ``raters`` not given) the heatmaps would make
+    a figure tens of thousands of pixels tall: the figure is then
+    :func:`plot_rater_accuracy`, one panel summarising every rater; pass
+    ``raters=`` to draw the heatmaps of chosen raters (in pages of at most
+    ``max_panels``).
 
     Parameters
     ----------
@@ -39,13 +57,22 @@ def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, c
         Default: all raters.
     ncols : int
         Panels per row.
+    max_panels : int
+        Most heatmaps in one figure.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     theta = fit.point_estimate("theta")
+    if raters is None and theta.sizes["rater"] > max_panels:
+        return plot_rater_accuracy(fit)
     labels = list(theta.coords["rater"].values) if raters is None else list(raters)
+    if len(labels) > max_panels:
+        raise ValueError(
+            f"{len(labels)} raters asked for, at most max_panels={max_panels} heatmaps fit in one figure; "
+            "draw them in pages (raters=labels[i:i + max_panels]) or use plot_rater_accuracy"
+        )
     unknown = [r for r in labels if r not in set(theta.coords["rater"].values)]
     if unknown:
         raise ValueError(f"raters {unknown} not in the fitted data")
@@ -77,6 +104,52 @@ def plot_raters(fit: Fit, raters: Sequence[Any] | None = None, ncols: int = 4, c
         ax.remove()
     fig.colorbar(image, ax=[a for a in axes.flat][:n], shrink=0.8, label="P(rating | true category)")
     fig.suptitle(f"Error matrices ({fit.model.title}, {fit.method})")
+    return fig
+
+
+def plot_rater_accuracy(fit: Fit, prob: float = DEFAULT_PROB, ax=None):
+    """Every rater's accuracy and the diagonal of its error matrix, raters sorted by accuracy.
+
+    Accuracy is ``sum_k pi_k theta[j, k, k]``, the chance that the rater
+    gives the true class of a random item; for fits with draws it is the
+    posterior mean with its central ``prob`` interval (shaded).  Small
+    markers show ``theta[j, k, k]`` per true class.  The figure has a
+    fixed size whatever the number of raters.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    pi = fit.point_estimate("pi").to_numpy()
+    theta = fit.point_estimate("theta")
+    cats = [str(c) for c in theta.coords["category"].values]
+    raters = [str(r) for r in theta.coords["rater"].values]
+    values = theta.to_numpy()
+    K, J = len(cats), len(raters)
+    diag = values[:, np.arange(K), np.arange(K)]  # (J, K)
+    accuracy = diag @ pi
+    order = np.argsort(accuracy, kind="stable")
+    x = np.arange(J)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    else:
+        fig = ax.figure
+    for k, cat in enumerate(cats):
+        ax.plot(x, diag[order, k], ".", ms=3, alpha=0.6, label=f"theta[{cat}, {cat}]")
+    if fit.has_draws:
+        pi_s, theta_s = fit._draws()
+        acc = np.einsum("sjk,sk->sj", theta_s[:, :, np.arange(K), np.arange(K)], pi_s)[:, order]
+        lo, hi = np.quantile(acc, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        ax.fill_between(x, lo, hi, color="0.6", alpha=0.4, lw=0, label=f"{100 * prob:g}% interval")
+    ax.plot(x, accuracy[order], "-", color="k", lw=1.5, label="accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_xlim(-0.5, J - 0.5)
+    ax.set_xlabel(f"rater, sorted by accuracy ({J} raters)")
+    ax.set_ylabel("probability")
+    if J <= 40:
+        ax.set_xticks(x, [raters[j] for j in order], rotation=90, fontsize=7)
+    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    ax.set_title(f"Rater accuracy sum_k pi_k theta[k, k] ({fit.model.title}, {fit.method})")
     return fig
 
 
