@@ -506,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # warnings as one line each, without the Python source line
             warnings.showwarning = _show_warning
             return args.func(args)
-    except (RatingDataError, CLIError) as exc:
+    except (RatingDataError, CLIError, ValueError) as exc:  # bad input or arguments (pyrater's ValueErrors name them)
         print(f"pyrater: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
