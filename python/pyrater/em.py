@@ -247,9 +247,10 @@ class EMFit(Fit):
             "iterations": self.n_iter,
             "converged": self.converged,
         }
-        if self.convergence:
+        # getattr: fits saved before these fields existed load without them
+        if getattr(self, "convergence", None):
             info["convergence rule"] = self.convergence.get("rule", "")
-        if self.start:
+        if getattr(self, "start", ""):
             info["start"] = self.start
         info["log-likelihood"] = round(self.log_lik, 4)
         if self.log_posterior is not None:
