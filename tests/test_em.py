@@ -413,8 +413,13 @@ def test_anesthesia_ml_matches_published_estimates(anesthesia):
     np.testing.assert_allclose(fit.pi, [0.37, 0.41, 0.14, 0.07], atol=0.035)
     # Dawid & Skene (1979) report prevalences 0.40, 0.42, 0.11, 0.07 from the same EM
     np.testing.assert_allclose(fit.pi, [0.40, 0.42, 0.11, 0.07], atol=0.006)
-    mp = em(anesthesia, model="dawid_skene", method="map")
+    mp = em(anesthesia, model="dawid_skene", method="map", init="majority")
     np.testing.assert_allclose(mp.pi, [0.37, 0.41, 0.14, 0.07], atol=0.015)
+    # the default search finds the mode of highest posterior density (Stan's optimiser's); a mode,
+    # not the posterior mean rater reports, and a little further from it
+    best = em(anesthesia, model="dawid_skene", method="map")
+    assert best.log_posterior > mp.log_posterior + 1
+    np.testing.assert_allclose(best.pi, [0.37, 0.41, 0.14, 0.07], atol=0.03)
 
 
 def test_accessors_use_user_labels(anesthesia):
