@@ -244,6 +244,8 @@ def test_many_raters_short_summary_and_bounded_plot(tmp_path):
     assert [str(w) for w in worst] == shown
     height, width = matplotlib.image.imread(tmp_path / "o" / "raters.png").shape[:2]
     assert height <= 1000 and width <= 1500
+    height, width = matplotlib.image.imread(tmp_path / "o" / "raters_least_accurate.png").shape[:2]
+    assert height <= 1500 and width <= 1500
     assert len((tmp_path / "o" / "summary.txt").read_text().splitlines()) > n_raters * 9  # the full report is in the file
 
 

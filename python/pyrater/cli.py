@@ -6,7 +6,9 @@ reads a CSV, fits, writes ``parameters.csv`` (pi and theta), ``class_probabiliti
 pattern's ratings and tally), ``raters.csv`` (accuracy and diagonal of each
 rater's error matrix), ``summary.txt`` (the full report) and the plots
 (``raters.png``, ``class_probabilities.png``, ``prevalence.png``, and
-``trace.png`` for MCMC) into ``DIR`` and prints a short summary (pi, the
+``trace.png`` for MCMC; with more than 24 raters ``raters.png`` summarises
+every rater's accuracy and ``raters_least_accurate.png`` shows the error
+matrices of the 12 least accurate) into ``DIR`` and prints a short summary (pi, the
 raters -- only the least and most accurate when there are many -- and where
 the full tables were written).  ``--ml`` (or ``--method em-ml``) fits by
 maximum likelihood (EM); ``--alpha``, ``--beta-diag``, ``--beta-off`` or
@@ -183,6 +185,10 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
         "class_probabilities.png": plots.plot_class_probabilities(fit),
         "prevalence.png": plots.plot_prevalence(fit),
     }
+    if fit.data.n_raters > plots.MAX_RATER_PANELS:
+        # raters.png summarises every rater; the error matrices of the least accurate on a page of their own
+        worst = rater_table["accuracy"].sort_values(kind="stable").index[: plots.MAX_RATER_PANELS // 2]
+        figures["raters_least_accurate.png"] = plots.plot_raters(fit, raters=list(worst))
     if fit.has_draws:
         figures["trace.png"] = plots.plot_trace(fit, var_names=["pi"])
     for name, fig in figures.items():
