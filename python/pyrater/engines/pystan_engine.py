@@ -142,7 +142,7 @@ class PystanEngine(Engine):
         """
         return self.compile_code(program_code(check_model_name(model_name)), force=force, model_name=model_name)
 
-    def compile_code(self, code: str, force: bool = False, model_name: str = "") -> str:
+    def compile_code(self, code: str, model_name: str = "", force: bool = False) -> str:
         """Compile Stan program text (cached by httpstan); returns the model name.
 
         The first compile of a program prints one line saying so and where
