@@ -25,8 +25,10 @@ pytestmark = pytest.mark.stan
 NO_CMDSTAN = "no working CmdStan installation: parity needs both engines (`python -m cmdstanpy.install_cmdstan`)"
 needs_both = pytest.mark.skipif(cmdstan_available() is None, reason=NO_CMDSTAN)
 
-#: Same Stan version, same seed, chain ids and inits: the samplers take the same path, so the
-#: draws differ only by floating-point noise (different C++ builds of the same program).
+#: Same Stan version, same seed, chain ids and inits: the samplers take the same path. Measured
+#: (httpstan 4.13 / CmdStan 2.35 built from its headers, g++ 12): the draws are bit-identical
+#: (max |difference| 0.0 for every variable and sample statistic); the tolerance only allows for
+#: last-bit noise of other C++ builds of the same program.
 DRAWS_RTOL = 1e-12
 
 
@@ -115,8 +117,10 @@ def test_compile_failure_carries_stanc_message(stan_engine):
 
 def test_fit_reports_engine_and_stan_version(stan_engine):
     data = _data("homogeneous", grouped=False)
-    f = fit(data, "homogeneous", method="mcmc", chains=2, warmup=100, draws=50, seed=2, progress=False,
-            engine=stan_engine)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # 2 x 50 draws: Rhat may warn
+        f = fit(data, "homogeneous", method="mcmc", chains=2, warmup=100, draws=50, seed=2, progress=False,
+                engine=stan_engine)
     version = f.settings["stan_version"]
     assert version == stan_engine.stan_version and version.startswith("2.")
     info = f.summary().info

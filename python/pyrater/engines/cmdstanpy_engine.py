@@ -18,6 +18,7 @@ engine exactly (same result classes, shapes and diagnostic names).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -25,7 +26,7 @@ import subprocess
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -128,6 +129,22 @@ def _as_init(init: dict[str, Any]) -> dict[str, Any]:
     return {k: np.asarray(v, dtype=float) for k, v in init.items()}
 
 
+@contextlib.contextmanager
+def _quiet_cmdstanpy() -> Iterator[None]:
+    """Hide cmdstanpy's per-run INFO lines ("CmdStan start processing") during one call.
+
+    Its warnings and errors still show; the logger's level is restored afterwards.
+    """
+    cmd_logger = logging.getLogger("cmdstanpy")
+    level = cmd_logger.level
+    if level < logging.WARNING:
+        cmd_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        cmd_logger.setLevel(level)
+
+
 def _new_seed() -> int:
     return int(np.random.SeedSequence().generate_state(1)[0] % (2**31))
 
@@ -200,14 +217,16 @@ class CmdStanPyEngine(Engine):
         with compile_lock(f"cmdstan-{folder.name}-{model_name}"):
             try:
                 if done.exists() and exe.exists() and not force:
-                    model = CmdStanModel(stan_file=str(stan_path), exe_file=str(exe))
+                    with _quiet_cmdstanpy():
+                        model = CmdStanModel(stan_file=str(stan_path), exe_file=str(exe))
                 else:
                     done.unlink(missing_ok=True)
                     exe.unlink(missing_ok=True)
                     stan_path.write_text(code)
                     announce_compile(model_name, folder)
                     start = time.perf_counter()
-                    model = CmdStanModel(stan_file=str(stan_path), force_compile=True)
+                    with _quiet_cmdstanpy():
+                        model = CmdStanModel(stan_file=str(stan_path), force_compile=True)
                     done.write_text(f"compiled in {time.perf_counter() - start:.1f} s\n")
             except Exception as exc:
                 raise StanCompileError(f"Stan program did not compile:\n{str(exc).strip()}") from None
@@ -244,18 +263,19 @@ class CmdStanPyEngine(Engine):
         model = self.compile_code(code, model_name or "model")
         start = time.perf_counter()
         try:
-            fit = model.sample(
-                data=data,
-                chains=chains,
-                chain_ids=list(range(1, chains + 1)),
-                parallel_chains=max(1, min(chains, os.cpu_count() or 1)),
-                iter_warmup=warmup,
-                iter_sampling=draws,
-                seed=seed,
-                inits=[_as_init(d) for d in init_list] if init_list is not None else None,
-                sig_figs=SIG_FIGS,
-                show_progress=progress,
-            )
+            with _quiet_cmdstanpy():
+                fit = model.sample(
+                    data=data,
+                    chains=chains,
+                    chain_ids=list(range(1, chains + 1)),
+                    parallel_chains=max(1, min(chains, os.cpu_count() or 1)),
+                    iter_warmup=warmup,
+                    iter_sampling=draws,
+                    seed=seed,
+                    inits=[_as_init(d) for d in init_list] if init_list is not None else None,
+                    sig_figs=SIG_FIGS,
+                    show_progress=progress,
+                )
         except Exception as exc:
             raise _classify(exc, "sampling") from None
         elapsed = time.perf_counter() - start
@@ -314,16 +334,17 @@ class CmdStanPyEngine(Engine):
         errors: list[str] = []
         for s in range(n_inits):
             try:
-                fit = model.optimize(
-                    data=data,
-                    seed=(seed + s) % (2**31),
-                    inits=_as_init(init_list[s]) if init_list is not None else None,
-                    algorithm="lbfgs",
-                    jacobian=False,
-                    iter=10000,
-                    require_converged=False,
-                    sig_figs=SIG_FIGS,
-                )
+                with _quiet_cmdstanpy():
+                    fit = model.optimize(
+                        data=data,
+                        seed=(seed + s) % (2**31),
+                        inits=_as_init(init_list[s]) if init_list is not None else None,
+                        algorithm="lbfgs",
+                        jacobian=False,
+                        iter=10000,
+                        require_converged=False,
+                        sig_figs=SIG_FIGS,
+                    )
             except Exception as exc:
                 errors.append(f"start {s + 1}: {str(exc).strip()}")
                 continue
@@ -392,17 +413,18 @@ class CmdStanPyEngine(Engine):
         model = self.compile(model_name)
         start = time.perf_counter()
         try:
-            fit = model.pathfinder(
-                data=data,
-                num_paths=num_paths,
-                draws=draws * num_paths,
-                num_single_draws=draws,
-                psis_resample=False,
-                calculate_lp=True,
-                seed=seed,
-                inits=[_as_init(d) for d in init_list] if init_list is not None else None,
-                sig_figs=SIG_FIGS,
-            )
+            with _quiet_cmdstanpy():
+                fit = model.pathfinder(
+                    data=data,
+                    num_paths=num_paths,
+                    draws=draws * num_paths,
+                    num_single_draws=draws,
+                    psis_resample=False,
+                    calculate_lp=True,
+                    seed=seed,
+                    inits=[_as_init(d) for d in init_list] if init_list is not None else None,
+                    sig_figs=SIG_FIGS,
+                )
         except Exception as exc:
             raise _classify(exc, "Pathfinder") from None
         elapsed = time.perf_counter() - start
@@ -416,7 +438,7 @@ class CmdStanPyEngine(Engine):
         idx = rng.choice(n, size=draws, replace=True, p=np.exp(log_weights))
         messages = ""
         try:
-            messages = Path(fit.runset.stdout_files[0]).read_text()
+            messages = Path(fit._runset.stdout_files[0]).read_text()  # CmdStan's console output
         except Exception:  # pragma: no cover - console output not kept
             pass
         if k > 0.7:
@@ -446,7 +468,7 @@ class CmdStanPyEngine(Engine):
         model = self.compile(model_name)
         check_data(data)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _quiet_cmdstanpy():
                 warnings.simplefilter("ignore")
                 out = model.log_prob(_as_init(params), data, jacobian=bool(jacobian), sig_figs=SIG_FIGS)
         except Exception as exc:
@@ -461,8 +483,9 @@ class CmdStanPyEngine(Engine):
         model = self.compile(model_name)
         check_data(data)
         try:
-            fit = model.sample(data=data, fixed_param=True, chains=1, iter_warmup=0, iter_sampling=1,
-                               inits=_as_init(params), seed=1, sig_figs=SIG_FIGS, show_progress=False)
+            with _quiet_cmdstanpy():
+                fit = model.sample(data=data, fixed_param=True, chains=1, iter_warmup=0, iter_sampling=1,
+                                   inits=_as_init(params), seed=1, sig_figs=SIG_FIGS, show_progress=False)
         except Exception as exc:
             raise StanDataError(f"Stan could not evaluate the generated quantities:\n{_stan_lines(str(exc))}") from None
         return {k: v[0] for k, v in self._variables(fit, (1,)).items()}
