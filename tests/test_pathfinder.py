@@ -30,38 +30,68 @@ def test_refused_under_pystan(anesthesia_path):
         get_engine("pystan").pathfinder("dawid_skene", {"K": 2, "J": 1, "I": 1})
 
 
+def _pathfinder_and_warnings(df, model):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = fit(df, model, method="pathfinder", engine="cmdstanpy", chains=4, draws=1000, seed=5)
+    return f, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def _nuts(df, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # 4 x 500 draws: Rhat may be just above 1.01
+        return fit(df, model, method="mcmc", engine="cmdstanpy", chains=4, warmup=500, draws=500, seed=5,
+                   progress=False)
+
+
 @pytest.fixture(scope="module")
-def anesthesia_pathfinder(anesthesia_path):
+def anesthesia_df(anesthesia_path):
     if cmdstan_available() is None:
         pytest.skip("no working CmdStan installation: Pathfinder runs in CmdStan")
-    df = pd.read_csv(anesthesia_path)
-    return fit(df, "dawid_skene", method="pathfinder", engine="cmdstanpy", chains=4, draws=1000, seed=5)
+    return pd.read_csv(anesthesia_path)
 
 
 @pytest.fixture(scope="module")
-def anesthesia_nuts(anesthesia_path):
-    if cmdstan_available() is None:
-        pytest.skip("no working CmdStan installation")
-    df = pd.read_csv(anesthesia_path)
-    return fit(df, "dawid_skene", method="mcmc", engine="cmdstanpy", chains=2, warmup=500, draws=500, seed=5,
-               progress=False)
+def pathfinder_ds(anesthesia_df):
+    """Dawid-Skene by Pathfinder on the anaesthesia data, and the RuntimeWarnings it gave."""
+    return _pathfinder_and_warnings(anesthesia_df, "dawid_skene")
+
+
+@pytest.fixture(scope="module")
+def anesthesia_pathfinder(pathfinder_ds):
+    return pathfinder_ds[0]
 
 
 @needs_cmdstan
-def test_agrees_roughly_with_nuts(anesthesia_pathfinder, anesthesia_nuts):
-    """Pathfinder is a normal approximation on the unconstrained scale corrected by importance
-    resampling: its posterior means of pi land within a fraction of a posterior sd of NUTS's (not
-    within Monte Carlo error: the approximation's bias does not shrink with more draws)."""
-    pf, nuts = anesthesia_pathfinder, anesthesia_nuts
+def test_dawid_skene_agrees_roughly_with_nuts_and_warns(anesthesia_df, pathfinder_ds):
+    """Dawid-Skene on 45 items has 83 free parameters and a skewed posterior (rare classes): the
+    normal approximations fit poorly (Pareto k > 0.7, which the fit warns about, as Stan does), so
+    pi agrees with NUTS only roughly: within 0.08 (about one posterior sd), not Monte Carlo error."""
+    pf, caught = pathfinder_ds
     assert isinstance(pf, PathfinderFit) and pf.method == "pathfinder" and pf.engine == "cmdstanpy"
-    mean_pf = pf.point_estimate("pi").to_numpy()
-    mean_nuts = nuts.point_estimate("pi").to_numpy()
-    sd_nuts = nuts.posterior_samples("pi").std("draw").to_numpy()
-    assert np.all(np.abs(mean_pf - mean_nuts) < 0.5 * sd_nuts)
-    # the same labelling (no label switching): the classes agree on nearly every item
+    k = pf.pathfinder_diagnostics()["pareto_k"]
+    assert k > 0.7 and not pf.pathfinder_diagnostics()["reliable"]
+    assert any(f"Pareto k value ({k:.2g}) is greater than 0.7" in m for m in caught)
+    nuts = _nuts(anesthesia_df, "dawid_skene")
+    np.testing.assert_allclose(pf.point_estimate("pi"), nuts.point_estimate("pi"), atol=0.08)
+    # the same labelling (no label switching): the most probable classes agree on nearly every item
     z_pf = pf.class_probabilities().to_numpy().argmax(1)
     z_nuts = nuts.class_probabilities().to_numpy().argmax(1)
-    assert (z_pf == z_nuts).mean() >= 0.95
+    assert (z_pf == z_nuts).mean() >= 0.9
+
+
+@needs_cmdstan
+def test_class_conditional_agrees_with_nuts_within_half_a_posterior_sd(anesthesia_df):
+    """With one accuracy per rater and class (20 + 3 parameters) the approximation is usable
+    (k < 0.7, no warning) and the resampled pi means land within half a posterior sd of NUTS's:
+    the approximation's bias, which more draws do not remove, stays small against the posterior
+    spread."""
+    pf, caught = _pathfinder_and_warnings(anesthesia_df, "class_conditional")
+    assert pf.pathfinder_diagnostics()["pareto_k"] < 0.7 and not any("Pareto k" in m for m in caught)
+    nuts = _nuts(anesthesia_df, "class_conditional")
+    sd = nuts.posterior_samples("pi").std("draw").to_numpy()
+    diff = np.abs(pf.point_estimate("pi").to_numpy() - nuts.point_estimate("pi").to_numpy())
+    assert np.all(diff < 0.5 * sd)
 
 
 @needs_cmdstan
@@ -116,7 +146,9 @@ def test_resampled_draws_carry_their_own_log_density(anesthesia_pathfinder):
 def test_pathfinder_is_reproducible_and_validates(anesthesia_path):
     df = pd.read_csv(anesthesia_path)
     kw = dict(model="homogeneous", method="pathfinder", engine="cmdstanpy", chains=2, draws=200, seed=9)
-    a, b = fit(df, **kw), fit(df, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # Pareto k ~0.7 for this small run
+        a, b = fit(df, **kw), fit(df, **kw)
     np.testing.assert_array_equal(a.draws["pi"], b.draws["pi"])
     with pytest.raises(ValueError, match="draws"):
         fit(df, **dict(kw, draws=0))

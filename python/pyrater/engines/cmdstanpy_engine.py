@@ -135,7 +135,12 @@ def _quiet_cmdstanpy() -> Iterator[None]:
 
     Its warnings and errors still show; the logger's level is restored afterwards.
     """
-    cmd_logger = logging.getLogger("cmdstanpy")
+    try:
+        from cmdstanpy.utils import get_logger
+
+        cmd_logger = get_logger()  # sets up cmdstanpy's handler first, so that it cannot reset the level later
+    except ImportError:  # pragma: no cover
+        cmd_logger = logging.getLogger("cmdstanpy")
     level = cmd_logger.level
     if level < logging.WARNING:
         cmd_logger.setLevel(logging.WARNING)
