@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import subprocess
 import time
 import warnings
@@ -100,26 +101,58 @@ def _cmdstan_works(path: str) -> bool:
     return out.returncode == 0 and "stanc" in (out.stdout + out.stderr)
 
 
+# Stan rejecting the data or user-given initial values (a failure to find a start for the
+# sampler is a runtime failure, as in the pystan engine)
 _DATA_KEYS = (
     "data initialization", "Error reading data", "variable does not exist", "mismatch in dimension",
-    "Rejecting initial value", "Initialization failed", "not a valid simplex", "is not a valid simplex",
-    "but must be", "Error reading", "initialization between",
+    "mismatch in number dimensions", "not a valid simplex", "but must be", "Error reading",
+    "Error transforming variable",
 )
 
 
-def _stan_lines(text: str) -> str:
-    """CmdStan's own messages from a cmdstanpy error: drop the command line cmdstanpy echoes."""
-    keep = []
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*( [A-Za-z_]+)* = .*|[a-z_]+)\s*$")  # CmdStan echoing its arguments
+_NOISE = ("Iteration:", "Gradient evaluation took", "leapfrog steps per transition", "Adjust your expectations",
+          "Chain [", "console log output", "Error during", "Consider re-running")
+# cmdstanpy's description of the run (command line, files) that follows the messages
+_RUNSET = ("Command and output files", "RunSet:", "cmd (chain", "[", "retcodes", "per-chain output", "csv_file",
+           "console_msgs", "/")
+_STDOUT_FILE = re.compile(r"(\S+-stdout\.txt)")
+
+
+def _stan_lines(text: str, max_lines: int = 14) -> str:
+    """CmdStan's own messages from a cmdstanpy error, without the echoed command and arguments.
+
+    Repeated lines are kept once; a long list (e.g. one rejected initial value
+    per attempt) keeps its first and last lines.
+    """
+    keep: list[str] = []
     for line in text.splitlines():
-        if line.startswith(("Error during", "Command", "Chain")) and "failed" in line and "Exception" not in line:
+        line = line.strip()
+        if not line or _CONFIG_LINE.match(line) or any(n in line for n in _NOISE) or line.startswith(_RUNSET):
             continue
-        keep.append(line)
-    return "\n".join(keep).strip() or text
+        if line not in keep:
+            keep.append(line)
+    if len(keep) > max_lines:
+        head = max_lines // 3
+        keep = keep[:head] + [f"... ({len(keep) - max_lines} similar lines) ..."] + keep[-(max_lines - head):]
+    return "\n".join(keep) or text.strip()
+
+
+def _console_output(text: str) -> str:
+    """The console output CmdStan wrote (cmdstanpy names the files in its error message)."""
+    out = []
+    for path in dict.fromkeys(_STDOUT_FILE.findall(text)):
+        try:
+            out.append(Path(path).read_text(errors="replace"))
+        except OSError:
+            continue
+    return "\n".join(out)
 
 
 def _classify(exc: BaseException, what: str) -> Exception:
     """A cmdstanpy / CmdStan failure as a pyrater Stan error carrying CmdStan's message."""
     text = str(exc).strip() or repr(exc)
+    text = text + "\n" + _console_output(text)
     if any(key in text for key in _DATA_KEYS):
         return StanDataError(f"{what} failed; Stan rejected the data or the initial values:\n{_stan_lines(text)}")
     return StanRuntimeError(f"{what} failed; Stan says:\n{_stan_lines(text)}")
@@ -182,6 +215,7 @@ class CmdStanPyEngine(Engine):
         self.cmdstan_path = path
         self.stan_version = stan_version_from_header(Path(path) / "stan" / "src") or self._cmdstan_version()
         self._models: dict[str, Any] = {}
+        self._declared_cache: dict[str, dict[str, int]] = {}
 
     def _cmdstan_version(self) -> str:
         import cmdstanpy
@@ -284,7 +318,7 @@ class CmdStanPyEngine(Engine):
         except Exception as exc:
             raise _classify(exc, "sampling") from None
         elapsed = time.perf_counter() - start
-        draws_out = self._variables(fit, (chains, draws))
+        draws_out = self._variables(fit, (chains, draws), self._declared(model))
         stats: dict[str, np.ndarray] = {}
         for stan_name, arr in fit.method_variables().items():
             key = STAN_SAMPLE_STATS.get(stan_name, stan_name.rstrip("_"))
@@ -302,7 +336,7 @@ class CmdStanPyEngine(Engine):
                             model_name=model_name, stan_time=stan_time, seed=seed, stan_version=self.stan_version)
 
     @staticmethod
-    def _variables(fit: Any, lead: tuple[int, ...]) -> dict[str, np.ndarray]:
+    def _variables(fit: Any, lead: tuple[int, ...], declared: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Every Stan variable of a cmdstanpy fit, reshaped to ``lead + shape``."""
         out: dict[str, np.ndarray] = {}
         n = int(np.prod(lead))
@@ -313,7 +347,27 @@ class CmdStanPyEngine(Engine):
                 dims = tuple(fit.metadata.stan_vars[name].dimensions)
                 values = np.zeros((n,) + dims)
             out[name] = values.reshape(lead + values.shape[1:])
+        # CmdStan's CSV has no column for a zero-size variable (e.g. log_lik switched off): the
+        # program declares it, so give it an empty shape, as the pystan engine does
+        for name, ndim in (declared or {}).items():
+            if name not in out and ndim > 0:
+                out[name] = np.zeros(lead + (0,) * ndim)
         return out
+
+    def _declared(self, model: Any) -> dict[str, int]:
+        """Parameters, transformed parameters and generated quantities of a program -> number of dims."""
+        key = str(model.exe_file)
+        if key not in self._declared_cache:
+            try:
+                info = model.src_info()
+            except Exception:  # pragma: no cover - stanc --info unavailable
+                info = {}
+            self._declared_cache[key] = {
+                name: int(v.get("dimensions", 0))
+                for block in ("parameters", "transformed parameters", "generated quantities")
+                for name, v in info.get(block, {}).items()
+            }
+        return self._declared_cache[key]
 
     # --------------------------------------------------------- optimisation
     def optimize(
@@ -351,7 +405,7 @@ class CmdStanPyEngine(Engine):
                         sig_figs=SIG_FIGS,
                     )
             except Exception as exc:
-                errors.append(f"start {s + 1}: {str(exc).strip()}")
+                errors.append(str(exc))
                 continue
             fits[s] = fit
             converged[s] = bool(getattr(fit, "converged", True))
@@ -360,6 +414,9 @@ class CmdStanPyEngine(Engine):
             raise _classify(RuntimeError("\n".join(errors)), "optimisation")
         best = int(np.nanargmax(lds))
         params = {k: np.asarray(v, dtype=float) for k, v in fits[best].stan_variables().items()}
+        for name, ndim in self._declared(model).items():  # zero-size variables have no CSV column
+            if name not in params and ndim > 0:
+                params[name] = np.zeros((0,) * ndim)
         return OptimizeResult(params=params, log_density=float(lds[best]), all_log_densities=lds,
                               converged=converged, engine=self.name, model_name=model_name, best=best,
                               elapsed=time.perf_counter() - start, stan_version=self.stan_version)
@@ -437,7 +494,7 @@ class CmdStanPyEngine(Engine):
         lp = np.asarray(stats["lp__"], dtype=float).ravel()
         lp_approx = np.asarray(stats["lp_approx__"], dtype=float).ravel()
         n = lp.shape[0]
-        values = self._variables(fit, (n,))
+        values = self._variables(fit, (n,), self._declared(model))
         log_weights, k = _psis(lp - lp_approx)
         rng = np.random.default_rng(seed)
         idx = rng.choice(n, size=draws, replace=True, p=np.exp(log_weights))
@@ -493,7 +550,7 @@ class CmdStanPyEngine(Engine):
                                    inits=_as_init(params), seed=1, sig_figs=SIG_FIGS, show_progress=False)
         except Exception as exc:
             raise StanDataError(f"Stan could not evaluate the generated quantities:\n{_stan_lines(str(exc))}") from None
-        return {k: v[0] for k, v in self._variables(fit, (1,)).items()}
+        return {k: v[0] for k, v in self._variables(fit, (1,), self._declared(model)).items()}
 
 
 def _psis(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:

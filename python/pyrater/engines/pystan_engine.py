@@ -179,8 +179,9 @@ class PystanEngine(Engine):
         """Import httpstan's cached build of ``name``; False when there is none."""
         import httpstan.models
 
-        if name in self._modules:
-            return True
+        # re-imported on every use, never served from self._modules: httpstan names every
+        # extension module "stan_services", and importing another model's module can leave an
+        # older module object of this process pointing at the wrong model
         try:
             self._modules[name] = httpstan.models.import_services_extension_module(name)
         except KeyError:
