@@ -547,7 +547,8 @@ class CmdStanPyEngine(Engine):
         try:
             with _quiet_cmdstanpy():
                 fit = model.sample(data=data, fixed_param=True, chains=1, iter_warmup=0, iter_sampling=1,
-                                   inits=_as_init(params), seed=1, sig_figs=SIG_FIGS, show_progress=False)
+                                   adapt_engaged=False, inits=_as_init(params), seed=1, sig_figs=SIG_FIGS,
+                                   show_progress=False)
         except Exception as exc:
             raise StanDataError(f"Stan could not evaluate the generated quantities:\n{_stan_lines(str(exc))}") from None
         return {k: v[0] for k, v in self._variables(fit, (1,), self._declared(model)).items()}
