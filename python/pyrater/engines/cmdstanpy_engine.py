@@ -110,7 +110,8 @@ _DATA_KEYS = (
 )
 
 
-_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*( [A-Za-z_]+)* = .*|[a-z_]+)\s*$")  # CmdStan echoing its arguments
+# CmdStan echoing its arguments ("seed = 1 (Default)") and their section names ("lbfgs")
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*( [A-Za-z_]+)* = .*|[a-z_]+)\s*$")
 _NOISE = ("Iteration:", "Gradient evaluation took", "leapfrog steps per transition", "Adjust your expectations",
           "Chain [", "console log output", "Error during", "Consider re-running")
 # cmdstanpy's description of the run (command line, files) that follows the messages
@@ -537,7 +538,9 @@ class CmdStanPyEngine(Engine):
             raise StanDataError(f"Stan could not evaluate the log density:\n{_stan_lines(str(exc))}") from None
         return float(out["lp__"].iloc[0])
 
-    def generated_quantities(self, model_name: str, data: dict[str, Any], params: dict[str, Any]) -> dict[str, np.ndarray]:
+    def generated_quantities(
+        self, model_name: str, data: dict[str, Any], params: dict[str, Any]
+    ) -> dict[str, np.ndarray]:
         """All parameters, transformed parameters and generated quantities at constrained values.
 
         One iteration of CmdStan's ``fixed_param`` sampler started at ``params``.
