@@ -1,4 +1,4 @@
-"""Shared fixtures: the data in ../shared (skipped cleanly where absent)."""
+"""Shared fixtures: the data in ../shared (skipped cleanly where absent); the Stan engines."""
 
 from __future__ import annotations
 
@@ -22,6 +22,33 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
+#: Every Stan test runs once per engine (through the ``stan_engine`` fixture).
+STAN_ENGINES = ("pystan", "cmdstanpy")
+
+
+@pytest.fixture(scope="session", params=STAN_ENGINES)
+def stan_engine(request):
+    """A Stan engine, once "pystan" and once "cmdstanpy" (tests take it and pass ``engine=stan_engine``).
+
+    The cmdstanpy half skips, with the reason, where no working CmdStan is
+    found (``.ci/run`` builds one from ../shared when it can).
+    """
+    if request.param == "pystan":
+        pytest.importorskip("stan", reason="pystan is not installed")
+    else:
+        pytest.importorskip("cmdstanpy", reason="cmdstanpy is not installed")
+        from pyrater.engines import cmdstan_available
+
+        if cmdstan_available() is None:
+            pytest.skip(
+                "no working CmdStan installation (cmdstanpy.cmdstan_path() fails or its build is incomplete): "
+                "install one with `python -m cmdstanpy.install_cmdstan`, or let .ci/run build it offline"
+            )
+    from pyrater.engines import get_engine
+
+    return get_engine(request.param)
+
+
 @pytest.fixture(scope="session")
 def anesthesia_path() -> Path:
     return shared_file("anesthesia.csv")
@@ -33,7 +60,7 @@ def caries_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def anesthesia_fit(anesthesia_path):
+def anesthesia_fit(anesthesia_path, stan_engine):
     """Dawid-Skene MCMC fit of the anaesthesia data (4 x 1000 draws), shared by test modules."""
     import warnings
 
@@ -44,15 +71,17 @@ def anesthesia_fit(anesthesia_path):
     df = pd.read_csv(anesthesia_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no Rhat / divergence warning expected
-        return fit(df, "dawid_skene", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False)
+        return fit(df, "dawid_skene", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False,
+                   engine=stan_engine)
 
 
 @pytest.fixture(scope="session")
-def anesthesia_cc_fit(anesthesia_path):
+def anesthesia_cc_fit(anesthesia_path, stan_engine):
     """Class-conditional MCMC fit of the anaesthesia data."""
     import pandas as pd
 
     from pyrater import fit
 
     df = pd.read_csv(anesthesia_path)
-    return fit(df, "class_conditional", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False)
+    return fit(df, "class_conditional", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False,
+               engine=stan_engine)

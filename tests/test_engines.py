@@ -1,10 +1,16 @@
-"""Engines: selection, program lookup, compile cache, errors, sampling, optimisation."""
+"""Engines: selection, program lookup, compile cache and lock, errors, sampling, optimisation.
+
+Engine-agnostic tests take ``stan_engine`` (tests/conftest.py) and run under pystan and cmdstanpy.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -145,40 +151,42 @@ def test_compile_cache_pystan(pystan_engine):
 
 
 @pytest.mark.stan
-def test_compile_error_carries_stanc_message(pystan_engine):
+def test_compile_error_carries_stanc_message(stan_engine):
     broken = "parameters { real mu } model { mu ~ normal(0, 1); }"
     with pytest.raises(StanCompileError, match=r"(?s)Syntax error.*line 1") as info:
-        pystan_engine.compile_code(broken)
+        stan_engine.compile_code(broken)
     assert isinstance(info.value, StanError) and isinstance(info.value, RuntimeError)
     undeclared = "parameters { real mu; } model { nu ~ normal(0, 1); }"
     with pytest.raises(StanCompileError, match="Identifier 'nu' not in scope"):
-        pystan_engine.compile_code(undeclared)
+        stan_engine.compile_code(undeclared)
 
 
 @pytest.mark.stan
-def test_bad_data_carries_stan_message(pystan_engine):
+def test_bad_data_carries_stan_message(stan_engine):
     d = stan_data(simulate(I=10), "dawid_skene")
     bad = dict(d, K=1)
     with pytest.raises(StanDataError, match=r"K is 1, but must be greater than or equal to 2"):
-        pystan_engine.sample("dawid_skene", bad, chains=1, warmup=10, draws=10, seed=1, inits="random")
+        stan_engine.sample("dawid_skene", bad, chains=1, warmup=10, draws=10, seed=1, inits="random")
     missing = {k: v for k, v in d.items() if k != "alpha"}
-    with pytest.raises(StanDataError, match="variable does not exist.*alpha"):
-        pystan_engine.optimize("dawid_skene", missing, seed=1, inits="random")
-    with pytest.raises(StanDataError, match="Stan rejected the data"):
-        pystan_engine.sample("dawid_skene", dict(d, v=d["v"] * 0), chains=1, warmup=10, draws=10, seed=1,
-                             inits="random")
+    # pystan: "variable does not exist ... alpha"; CmdStan's JSON reader: "... variable name=alpha; ..."
+    with pytest.raises(StanDataError, match="(variable does not exist|mismatch in number dimensions).*alpha"):
+        stan_engine.optimize("dawid_skene", missing, seed=1, inits="random")
+    zero_v = "(?s)Stan rejected the data.*v.* is 0, but must be greater than or equal to 1"
+    with pytest.raises(StanDataError, match=zero_v):
+        stan_engine.sample("dawid_skene", dict(d, v=d["v"] * 0), chains=1, warmup=10, draws=10, seed=1,
+                           inits="random")
     small = {"N": 2, "y": np.array([0.1, 0.2]), "fail": 0}
     with pytest.raises(StanDataError, match="mismatch in dimension|dimension"):
-        pystan_engine.sample_code(TINY, dict(small, N=3), chains=1, warmup=10, draws=10, seed=1)
+        stan_engine.sample_code(TINY, dict(small, N=3), chains=1, warmup=10, draws=10, seed=1)
 
 
 @pytest.mark.stan
-def test_bad_inits_carry_stan_message(pystan_engine):
+def test_bad_inits_carry_stan_message(stan_engine):
     d = stan_data(simulate(I=10), "dawid_skene")
     init = stan_inits("dawid_skene", d["K"], d["J"], 1, 0)[0]
     init["theta"] = init["theta"] * 2  # rows no longer sum to 1
     with pytest.raises(StanDataError, match="simplex"):
-        pystan_engine.sample("dawid_skene", d, chains=1, warmup=10, draws=10, seed=1, inits=init)
+        stan_engine.sample("dawid_skene", d, chains=1, warmup=10, draws=10, seed=1, inits=init)
 
 
 def test_argument_validation_before_work():
@@ -198,11 +206,12 @@ def test_argument_validation_before_work():
 
 
 @pytest.mark.stan
-def test_sampler_failure_carries_stan_message(pystan_engine):
+def test_sampler_failure_carries_stan_message(stan_engine):
     data = {"N": 2, "y": np.array([0.1, 0.2]), "fail": 1}
-    with pytest.raises(StanRuntimeError, match="(?s)Initialization failed.*deliberate failure at mu"):
-        pystan_engine.sample_code(TINY, data, chains=2, warmup=10, draws=10, seed=1)
-    ok = pystan_engine.sample_code(TINY, dict(data, fail=0), chains=2, warmup=100, draws=100, seed=1,
+    with pytest.raises(StanError, match="deliberate failure at mu") as info:
+        stan_engine.sample_code(TINY, data, chains=2, warmup=10, draws=10, seed=1, progress=False)
+    assert "Initialization failed" in str(info.value)
+    ok = stan_engine.sample_code(TINY, dict(data, fail=0), chains=2, warmup=100, draws=100, seed=1,
                                    progress=False)
     assert ok.draws["mu"].shape == (2, 100)
 
@@ -214,21 +223,22 @@ def sim_data():
 
 
 @pytest.fixture(scope="module")
-def fits(pystan_engine, sim_data):
+def fits(stan_engine, sim_data):
     """One short run per model, shared by the sampling tests."""
     out = {}
     for name in STAN_MODEL_NAMES:
-        out[name] = pystan_engine.sample(name, stan_data(sim_data, get_model(name)), chains=2, warmup=300,
+        out[name] = stan_engine.sample(name, stan_data(sim_data, get_model(name)), chains=2, warmup=300,
                                          draws=200, seed=123, progress=False)
     return out
 
 
 @pytest.mark.stan
 @pytest.mark.parametrize("model_name", STAN_MODEL_NAMES)
-def test_sample_shapes_and_sanity(fits, sim_data, model_name):
+def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     fit = fits[model_name]
     K, J, I = sim_data.n_categories, sim_data.n_raters, sim_data.n_units
-    assert isinstance(fit, SampleResult) and fit.engine == "pystan" and fit.model_name == model_name
+    assert isinstance(fit, SampleResult) and fit.engine == stan_engine.name and fit.model_name == model_name
+    assert fit.stan_version == stan_engine.stan_version != ""
     assert (fit.n_chains, fit.n_draws) == (2, 200)
     assert fit.draws["pi"].shape == (2, 200, K)
     theta_shape = (2, 200, K, K) if model_name == "homogeneous" else (2, 200, J, K, K)
@@ -257,17 +267,17 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name):
 
 
 @pytest.mark.stan
-def test_sample_is_reproducible(pystan_engine, fits, sim_data):
-    again = pystan_engine.sample("dawid_skene", stan_data(sim_data, get_model("dawid_skene")), chains=2,
+def test_sample_is_reproducible(stan_engine, fits, sim_data):
+    again = stan_engine.sample("dawid_skene", stan_data(sim_data, get_model("dawid_skene")), chains=2,
                                  warmup=300, draws=200, seed=123, progress=False)
     np.testing.assert_array_equal(again.draws["theta"], fits["dawid_skene"].draws["theta"])
     np.testing.assert_array_equal(again.sample_stats["lp"], fits["dawid_skene"].sample_stats["lp"])
 
 
 @pytest.mark.stan
-def test_sample_random_inits_and_no_log_lik(pystan_engine, sim_data):
+def test_sample_random_inits_and_no_log_lik(stan_engine, sim_data):
     d = stan_data(sim_data, "homogeneous", log_lik=False)
-    fit = pystan_engine.sample("homogeneous", d, chains=1, warmup=100, draws=50, seed=5, inits="random",
+    fit = stan_engine.sample("homogeneous", d, chains=1, warmup=100, draws=50, seed=5, inits="random",
                                progress=False)
     assert fit.draws["log_lik"].shape == (1, 50, 0)
     assert fit.seed == 5
@@ -295,12 +305,12 @@ def em_map_dawid_skene(data: RatingData, alpha: np.ndarray, beta: np.ndarray, it
 
 
 @pytest.mark.stan
-def test_optimize_finds_the_mode(pystan_engine):
+def test_optimize_finds_the_mode(stan_engine):
     data = simulate(K=3, J=4, I=40, seed=3)
     model = get_model("dawid_skene")
     d = stan_data(data, model)
-    opt = pystan_engine.optimize("dawid_skene", d, seed=1)
-    assert isinstance(opt, OptimizeResult) and opt.engine == "pystan"
+    opt = stan_engine.optimize("dawid_skene", d, seed=1)
+    assert isinstance(opt, OptimizeResult) and opt.engine == stan_engine.name
     assert opt.all_log_densities.shape == (4,) and opt.converged.shape == (4,)
     assert opt.converged[opt.best]
     assert opt.log_density == pytest.approx(np.nanmax(opt.all_log_densities))
@@ -309,7 +319,7 @@ def test_optimize_finds_the_mode(pystan_engine):
     np.testing.assert_allclose(opt.params["pi"], pi, atol=2e-5)
     np.testing.assert_allclose(opt.params["theta"], theta, atol=2e-5)
     # the reported density is the program's density at the mode, without Jacobian
-    assert pystan_engine.log_prob("dawid_skene", d, opt.params) == pytest.approx(opt.log_density, rel=1e-9)
+    assert stan_engine.log_prob("dawid_skene", d, opt.params) == pytest.approx(opt.log_density, rel=1e-9)
     _, ll = class_log_posterior(data.counts, np.log(opt.params["pi"]), np.log(opt.params["theta"]))
     np.testing.assert_allclose(opt.params["log_lik"], ll, rtol=1e-9)
     try:
@@ -322,12 +332,12 @@ def test_optimize_finds_the_mode(pystan_engine):
 
 
 @pytest.mark.stan
-def test_optimize_class_conditional_matches_direct_scipy(pystan_engine):
+def test_optimize_class_conditional_matches_direct_scipy(stan_engine):
     """The mode of a model EM does not reach the same way, against a direct scipy maximisation."""
     data = simulate(K=3, J=3, I=30, seed=8)
     model = get_model("class_conditional")
     d = stan_data(data, model)
-    opt = pystan_engine.optimize("class_conditional", d, seed=2, n_inits=3)
+    opt = stan_engine.optimize("class_conditional", d, seed=2, n_inits=3)
     K, J = data.n_categories, data.n_raters
     from scipy import stats
 
@@ -348,11 +358,11 @@ def test_optimize_class_conditional_matches_direct_scipy(pystan_engine):
 
 
 @pytest.mark.stan
-def test_optimize_explicit_inits_list(pystan_engine):
+def test_optimize_explicit_inits_list(stan_engine):
     data = simulate(K=2, J=3, I=20, seed=9)
     d = stan_data(data, "homogeneous")
     inits = stan_inits("homogeneous", 2, 3, 2, seed=4)
-    opt = pystan_engine.optimize("homogeneous", d, inits=inits, n_inits=7)
+    opt = stan_engine.optimize("homogeneous", d, inits=inits, n_inits=7)
     assert opt.all_log_densities.shape == (2,)  # the list sets the number of starts
     assert opt.params["theta"].shape == (2, 2)
 
@@ -360,30 +370,123 @@ def test_optimize_explicit_inits_list(pystan_engine):
 # ------------------------------------------------------------------ cmdstanpy
 @pytest.mark.stan
 @pytest.mark.skipif(not HAS_CMDSTAN, reason=NO_CMDSTAN_REASON)
-def test_cmdstanpy_engine_mirrors_pystan(pystan_engine, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYRATER_CACHE_DIR", str(tmp_path))
+def test_cmdstanpy_compiles_into_the_cache_once():
+    from pyrater.engines.cache import cache_dir
+
     eng = get_engine("cmdstanpy")
-    data = simulate(K=3, J=4, I=40, seed=3)
-    d = stan_data(data, "dawid_skene")
-    fit = eng.sample("dawid_skene", d, chains=2, warmup=200, draws=100, seed=1, progress=False)
-    ref = pystan_engine.sample("dawid_skene", d, chains=2, warmup=200, draws=100, seed=1, progress=False)
-    assert fit.engine == "cmdstanpy"
-    assert {k: v.shape for k, v in fit.draws.items()} == {k: v.shape for k, v in ref.draws.items()}
-    assert set(fit.sample_stats) >= set(SAMPLE_STAT_NAMES)
-    assert fit.sample_stats["diverging"].dtype == bool
-    np.testing.assert_allclose(fit.draws["theta"].sum(-1), 1, rtol=1e-5)
-    opt = eng.optimize("dawid_skene", d, seed=1)
-    ref_opt = pystan_engine.optimize("dawid_skene", d, seed=1)
-    np.testing.assert_allclose(opt.params["theta"], ref_opt.params["theta"], atol=1e-4)
-    assert opt.log_density == pytest.approx(ref_opt.log_density, abs=1e-4)
-    # compiled into the cache, not next to the package's .stan files
-    assert not any(p.suffix in ("", ".exe") and p.is_file() and p.stem == "dawid_skene"
-                   for p in stan_dir().iterdir())
-    assert any(tmp_path.rglob("dawid_skene.stan"))
-    # second compile is a cache hit
+    model = eng.compile("dawid_skene")
+    exe = Path(model.exe_file)
+    # compiled into pyrater's cache, keyed by program and CmdStan version, not next to the .stan files
+    assert cache_dir() in exe.parents and exe.is_file() and (exe.parent / ".dawid_skene.built").is_file()
+    assert not any(p.suffix in ("", ".exe") and p.is_file() and p.stem == "dawid_skene" for p in stan_dir().iterdir())
+    mtime = exe.stat().st_mtime_ns
     start = time.perf_counter()
-    type(eng)().compile("dawid_skene")
+    again = type(eng)().compile("dawid_skene")  # a fresh engine finds the build: no compile
     assert time.perf_counter() - start < 10
+    assert Path(again.exe_file) == exe and exe.stat().st_mtime_ns == mtime
+
+
+def _fake_cmdstan(root: Path, stansummary: bool, main_o: bool) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "makefile").write_text("CMDSTAN_VERSION := 2.35.0\n")
+    stanc = root / "bin" / "stanc"
+    stanc.write_text("#!/bin/sh\necho 'stanc3 v2.35.0 (Unix)'\n")
+    stanc.chmod(0o755)
+    if stansummary:
+        (root / "bin" / "stansummary").write_text("")
+    if main_o:
+        (root / "src" / "cmdstan").mkdir(parents=True)
+        (root / "src" / "cmdstan" / "main.o").write_text("")
+    return root
+
+
+def test_cmdstan_available_needs_a_complete_build(monkeypatch, tmp_path):
+    pytest.importorskip("cmdstanpy")
+    cases = {
+        "no_stansummary": (_fake_cmdstan(tmp_path / "a" / "cmdstan-2.35.0", False, True), False),
+        "no_main_o": (_fake_cmdstan(tmp_path / "b" / "cmdstan-2.35.0", True, False), False),
+        "complete": (_fake_cmdstan(tmp_path / "c" / "cmdstan-2.35.0", True, True), True),
+    }
+    building = _fake_cmdstan(tmp_path / "d" / "cmdstan-2.35.0", True, True)
+    (tmp_path / "d" / "cmdstan-2.35.0.lock").write_text("")  # the offline installer is still running
+    cases["offline_build_running"] = (building, False)
+    for name, (root, works) in cases.items():
+        monkeypatch.setenv("CMDSTAN", str(root))
+        assert (cmdstan_available() is not None) == works, name
+    monkeypatch.setenv("CMDSTAN", str(tmp_path / "absent"))
+    assert cmdstan_available() is None
+
+
+def test_compile_lock_serialises_processes(tmp_path, monkeypatch):
+    """A second process blocks on the same program's lock until the first releases it."""
+    from pyrater.engines.cache import compile_lock
+
+    monkeypatch.setenv("PYRATER_CACHE_DIR", str(tmp_path))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pyrater.engines.cache import compile_lock\n"
+         "with compile_lock('prog'):\n    print('held', flush=True); time.sleep(2)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert holder.stdout.readline().strip() == "held"
+    start = time.perf_counter()
+    with compile_lock("prog"):
+        waited = time.perf_counter() - start
+    holder.wait(timeout=30)
+    assert waited > 1.0
+    start = time.perf_counter()
+    with compile_lock("another_prog"):  # other programs are not blocked
+        assert time.perf_counter() - start < 0.5
+
+
+CONCURRENT = """
+import sys
+from pyrater.engines import get_engine
+code = open(sys.argv[2]).read()
+eng = get_engine(sys.argv[1])
+fit = eng.sample_code(code, {"N": 2, "y": [0.1, 0.2], "fail": 0}, chains=1, warmup=50, draws=20, seed=1,
+                      progress=False)
+print("mean", float(fit.draws["mu"].mean()))
+"""
+
+
+@pytest.mark.stan
+@pytest.mark.slow
+def test_two_processes_compile_the_same_program_at_once(stan_engine, tmp_path):
+    """Two processes compile one new program concurrently: both succeed, one compiles (and says so
+    on one line), the other waits and reuses the build, and the cache holds one good build."""
+    program = tmp_path / "tiny.stan"
+    program.write_text(TINY + f"\n// {tmp_path.name} {time.time_ns()}\n")  # new to every cache
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYRATER_CACHE_DIR": str(tmp_path / "cache"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}  # isolates httpstan's cache too
+    cmd = [sys.executable, "-c", CONCURRENT, stan_engine.name, str(program)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    means = [float(out.split("mean")[1]) for out, _ in outs]
+    assert means[0] == means[1]  # the same build, the same draws
+    notices = [line for _, err in outs for line in err.splitlines() if line.startswith("compiling ")]
+    assert len(notices) == 1 and "once, ~30-60 s; cached in" in notices[0]
+    if stan_engine.name == "cmdstanpy":  # programs without a model name are built as "model"
+        builds = [p.parent for p in (tmp_path / "cache").rglob("model.stan")]
+        assert len(builds) == 1 and (builds[0] / "model").is_file() and (builds[0] / ".model.built").is_file()
+        assert str(builds[0]) in notices[0]
+    else:
+        sos = list((tmp_path / "xdg").rglob("*.so"))
+        assert len(sos) == 1 and str(sos[0].parent) in notices[0]
+    # a third process loads the build silently
+    third = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert third.returncode == 0 and "compiling " not in third.stderr
+
+
+@pytest.mark.stan
+def test_no_compile_notice_for_a_cached_program(stan_engine, capsys):
+    stan_engine.compile("homogeneous")
+    capsys.readouterr()
+    type(stan_engine)().compile("homogeneous")
+    assert "compiling" not in capsys.readouterr().err
 
 
 @pytest.mark.stan

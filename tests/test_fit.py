@@ -1,4 +1,4 @@
-"""The fit API on real Stan fits (pystan engine here; cmdstanpy wherever CmdStan exists)."""
+"""The fit API on real Stan fits, under both engines (``stan_engine``: pystan, and cmdstanpy where CmdStan exists)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.stan
 
 # ----------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def example_fit():
+def example_fit(stan_engine):
     """Small MCMC fit on data with string labels and repeated ratings."""
     data = pyrater.RatingData.from_long(example_ratings(n_items=60), categories=EXAMPLE_CATEGORIES)
-    return fit(data, "dawid_skene", chains=2, warmup=500, draws=500, seed=3, progress=False)
+    return fit(data, "dawid_skene", chains=2, warmup=500, draws=500, seed=3, progress=False, engine=stan_engine)
 
 
 # --------------------------------------------------- acceptance: anaesthesia
@@ -137,9 +137,9 @@ def test_user_labels_everywhere(example_fit):
 
 # -------------------------------------- optimisation agrees with the EM MAP
 @pytest.mark.parametrize("model", ["dawid_skene", "class_conditional", "homogeneous"])
-def test_optimize_matches_em_map(model):
+def test_optimize_matches_em_map(model, stan_engine):
     sim = simulate(model, n_items=300, n_raters=5, n_categories=3, seed=11)
-    opt = fit(sim.data, model, method="optimize", seed=2)
+    opt = fit(sim.data, model, method="optimize", seed=2, engine=stan_engine)
     ref = em(sim.data, model, method="map", tol=1e-12, max_iter=5000)
     assert isinstance(opt, OptimizeFit)
     np.testing.assert_allclose(opt.point_estimate("pi"), ref.point_estimate("pi"), atol=2e-4)
@@ -152,12 +152,12 @@ def test_optimize_matches_em_map(model):
         opt.mcmc_diagnostics()
 
 
-def test_optimize_warns_on_off_diagonal_beta_below_one():
+def test_optimize_warns_on_off_diagonal_beta_below_one(stan_engine):
     sim = simulate("dawid_skene", n_items=50, n_raters=3, n_categories=3, seed=5)
     beta = np.full((3, 3), 0.5)
     np.fill_diagonal(beta, 4.0)
     with pytest.warns(UserWarning, match="off-diagonal beta"):
-        fit(sim.data, pyrater.DawidSkene(beta=beta), method="optimize", seed=1)
+        fit(sim.data, pyrater.DawidSkene(beta=beta), method="optimize", seed=1, engine=stan_engine)
 
 
 # -------------------------------------------- recovery of simulated truth
@@ -189,9 +189,9 @@ def _truth(model: str) -> dict:
 
 
 @pytest.mark.parametrize("model", ["dawid_skene", "hierarchical", "class_conditional", "homogeneous"])
-def test_mcmc_recovers_simulated_truth(model):
+def test_mcmc_recovers_simulated_truth(model, stan_engine):
     sim = simulate(model, n_items=400, n_raters=6, n_categories=K_SIM, raters_per_item=4, seed=21, **_truth(model))
-    f = fit(sim.data, model, chains=2, warmup=400, draws=400, seed=4, progress=False)
+    f = fit(sim.data, model, chains=2, warmup=400, draws=400, seed=4, progress=False, engine=stan_engine)
     np.testing.assert_allclose(f.point_estimate("pi").to_numpy(), sim.pi, atol=0.06)
     theta_err = np.abs(f.point_estimate("theta").to_numpy() - sim.theta)
     assert theta_err.mean() < 0.05
@@ -206,10 +206,10 @@ def test_mcmc_recovers_simulated_truth(model):
 
 
 # ---------------------------------------------------- grouped versus long
-def test_caries_grouped_and_long_give_the_same_posterior(caries_path):
+def test_caries_grouped_and_long_give_the_same_posterior(caries_path, stan_engine):
     grouped = pyrater.RatingData.from_grouped(pd.read_csv(caries_path))
     long = pyrater.RatingData.from_long(grouped.to_long())
-    fits = [fit(d, chains=2, warmup=500, draws=500, seed=8, progress=False) for d in (grouped, long)]
+    fits = [fit(d, chains=2, warmup=500, draws=500, seed=8, progress=False, engine=stan_engine) for d in (grouped, long)]
     for which in ("pi", "theta"):
         a, b = (f.posterior_samples(which) for f in fits)
         diff = np.abs(a.mean("draw") - b.mean("draw")).to_numpy()
@@ -222,9 +222,9 @@ def test_caries_grouped_and_long_give_the_same_posterior(caries_path):
 
 
 # --------------------------------------------------------- known truth
-def test_known_items_are_conditioned_on(anesthesia_path):
+def test_known_items_are_conditioned_on(anesthesia_path, stan_engine):
     df = pd.read_csv(anesthesia_path)
-    f = fit(df, method="optimize", known={3: 1, 38: 3}, seed=1)
+    f = fit(df, method="optimize", known={3: 1, 38: 3}, seed=1, engine=stan_engine)
     probs = f.class_probabilities()
     np.testing.assert_allclose(probs.loc[3].to_numpy(), [1, 0, 0, 0])
     np.testing.assert_allclose(probs.loc[38].to_numpy(), [0, 0, 1, 0])
@@ -238,7 +238,7 @@ def test_known_items_are_conditioned_on(anesthesia_path):
 
 
 # -------------------------------------------------------------- bad input
-def test_bad_arguments_are_refused_before_any_work(anesthesia_path):
+def test_bad_arguments_are_refused_before_any_work(anesthesia_path, stan_engine):
     df = pd.read_csv(anesthesia_path)
     with pytest.raises(ValueError, match="unknown method 'nuts'.*mcmc"):
         fit(df, method="nuts")
@@ -253,7 +253,7 @@ def test_bad_arguments_are_refused_before_any_work(anesthesia_path):
     with pytest.raises(ValueError, match="unknown engine|engine"):
         fit(df, engine="jags")
     before = df.copy(deep=True)
-    fit(df, method="optimize", seed=1)
+    fit(df, method="optimize", seed=1, engine=stan_engine)
     pd.testing.assert_frame_equal(df, before)
 
 
@@ -281,8 +281,8 @@ def test_diagnostics_warn_on_sampler_problems(anesthesia_fit):
         assert anesthesia_fit.mcmc_diagnostics().attrs["max_tree_depth_hits"] == 0
 
 
-def test_single_chain_fit_warns_that_rhat_needs_two_chains(anesthesia_path):
+def test_single_chain_fit_warns_that_rhat_needs_two_chains(anesthesia_path, stan_engine):
     df = pd.read_csv(anesthesia_path)
     with pytest.warns(RuntimeWarning, match="Rhat needs at least 2 chains"):
-        f = fit(df, chains=1, warmup=200, draws=200, seed=1, progress=False)
+        f = fit(df, chains=1, warmup=200, draws=200, seed=1, progress=False, engine=stan_engine)
     assert np.isnan(f.mcmc_diagnostics(warn=False).attrs["max_rhat"])

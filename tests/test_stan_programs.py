@@ -26,11 +26,9 @@ MODELS = list(STAN_MODEL_NAMES)
 
 
 @pytest.fixture(scope="module")
-def engine():
-    pytest.importorskip("stan", reason="pystan is not installed")
-    from pyrater.engines import get_engine
-
-    return get_engine("pystan")
+def engine(stan_engine):
+    """Each program is checked under both engines (log_prob, generated_quantities)."""
+    return stan_engine
 
 
 def simulate_long(K: int = 3, J: int = 4, I: int = 25, seed: int = 0) -> RatingData:

@@ -22,8 +22,8 @@ from .results import Fit
 
 __all__ = ["fit", "METHODS"]
 
-METHODS = ("mcmc", "optimize", "em")
-Method = Literal["mcmc", "optimize", "em"]
+METHODS = ("mcmc", "optimize", "em", "pathfinder")
+Method = Literal["mcmc", "optimize", "em", "pathfinder"]
 
 
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -94,7 +94,10 @@ def fit(
         ``"mcmc"``: NUTS in Stan; ``"optimize"``: posterior mode in Stan
         (L-BFGS from ``n_inits`` starts, best kept); ``"em"``: posterior mode
         by the numpy EM with the model's priors (see :func:`pyrater.em` for
-        maximum likelihood).  Modes need every Dirichlet/Beta hyperparameter
+        maximum likelihood); ``"pathfinder"``: Stan's Pathfinder variational
+        approximation (cmdstanpy engine only; ``chains`` paths, ``draws``
+        PSIS-resampled draws; see :class:`pyrater.pathfinder.PathfinderFit`).
+        Modes need every Dirichlet/Beta hyperparameter
         >= 1 (rater's default off-diagonal ``beta`` is ``3.2 / (K - 1)``,
         below 1 for K >= 5: ``"optimize"`` warns, ``"em"`` refuses).  The
         hierarchical model's mode is of limited use: ``softmax(gamma)`` is
@@ -118,8 +121,8 @@ def fit(
         ``{item label: true category label}`` for items whose class is
         known; the fit conditions on them.
     engine : {"auto", "cmdstanpy", "pystan"}
-        ``"auto"`` uses cmdstanpy when a CmdStan installation is found, else
-        pystan.
+        ``"auto"`` uses cmdstanpy when a working CmdStan installation is
+        found, else pystan.  The fit records the engine and Stan version.
     chains, warmup, draws : int
         MCMC settings (draws per chain after warmup).
     seed : int, optional
@@ -138,7 +141,7 @@ def fit(
 
     Returns
     -------
-    MCMCFit, OptimizeFit or EMFit
+    MCMCFit, OptimizeFit, EMFit or PathfinderFit
         All answer ``summary``, ``point_estimate``, ``class_probabilities``,
         ``posterior_interval``, ``posterior_samples``, ``mcmc_diagnostics``.
     """
@@ -163,7 +166,7 @@ def fit(
     if inits is not None:
         if not isinstance(inits, (list, tuple)) or not all(isinstance(x, dict) for x in inits):
             raise ValueError("inits must be a list of dicts, one per chain (or per optimisation start)")
-        if method == "mcmc" and len(inits) != chains:
+        if method in ("mcmc", "pathfinder") and len(inits) != chains:
             raise ValueError(f"inits has {len(inits)} entries for {chains} chains")
 
     from .engines import get_engine
@@ -171,7 +174,20 @@ def fit(
     from .stanfit import MCMCFit, OptimizeFit
 
     eng = get_engine(engine)
+    if method == "pathfinder" and eng.name != "cmdstanpy":
+        raise ValueError(
+            f"method='pathfinder' needs the cmdstanpy engine (Stan's Pathfinder runs in CmdStan); the "
+            f"{eng.name!r} engine was chosen{' because no working CmdStan was found' if engine == 'auto' else ''}. "
+            "Install CmdStan (`python -m cmdstanpy.install_cmdstan`) and use engine='cmdstanpy', or use "
+            "method='mcmc'"
+        )
     sdata = stan_data(data, model, known=known_codes, log_lik=log_lik)
+    if method == "pathfinder":
+        from .pathfinder import PathfinderFit
+
+        res = eng.pathfinder(model.name, sdata, draws=draws, num_paths=chains, seed=seed,
+                             inits=list(inits) if inits is not None else None)
+        return PathfinderFit.from_result(res, data=data, model=model, priors=priors, known=known_codes)
     if method == "mcmc":
         inits = list(inits) if inits is not None else stan_inits(model, K, J, chains, seed)
         res = eng.sample(
@@ -185,7 +201,8 @@ def fit(
             sample_stats=res.sample_stats,
             known=known_codes,
             engine=res.engine,
-            settings={"chains": chains, "warmup": warmup, "draws": draws, "seed": seed},
+            settings={"chains": chains, "warmup": warmup, "draws": draws, "seed": seed,
+                      "stan_version": res.stan_version},
             elapsed=res.elapsed,
         )
         result.mcmc_diagnostics(warn=True)
@@ -205,5 +222,5 @@ def fit(
         log_density=float(res.log_density),
         all_log_densities=np.asarray(res.all_log_densities),
         converged=np.asarray(res.converged, dtype=bool),
-        settings={"n_inits": len(inits), "seed": seed},
+        settings={"n_inits": len(inits), "seed": seed, "stan_version": res.stan_version},
     )

@@ -102,7 +102,7 @@ class MCMCFit(_StanFit):
     engine : str
         ``"pystan"`` or ``"cmdstanpy"``.
     settings : dict
-        chains, warmup, draws, seed.
+        chains, warmup, draws, seed, stan_version.
     elapsed : float
         Sampling time in seconds.
     """
@@ -161,6 +161,7 @@ class MCMCFit(_StanFit):
         n_div = int(np.asarray(self.sample_stats.get("diverging", 0)).sum())
         return {
             "engine": self.engine,
+            "Stan version": self.settings.get("stan_version"),
             "chains": self.n_chains,
             "draws per chain": self.n_draws,
             "warmup": self.settings.get("warmup"),
@@ -204,6 +205,7 @@ class MCMCFit(_StanFit):
                 "model": self.model.name,
                 "method": self.method,
                 "engine": self.engine,
+                "stan_version": str(self.settings.get("stan_version", "")),
                 "inference_library": "pyrater",
             },
         )
@@ -320,6 +322,7 @@ class OptimizeFit(_StanFit):
     def _summary_info(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
+            "Stan version": self.settings.get("stan_version"),
             "log posterior at mode": round(float(self.log_density), 4),
             "initialisations": int(np.size(self.all_log_densities)),
             "converged": bool(np.all(self.converged)) if np.size(self.converged) else None,
@@ -340,5 +343,6 @@ class OptimizeFit(_StanFit):
             posterior=posterior,
             coords=self._coords,
             dims={k: v for k, v in self._dims.items() if k in posterior},
-            attrs={"model": self.model.name, "method": self.method, "engine": self.engine},
+            attrs={"model": self.model.name, "method": self.method, "engine": self.engine,
+                   "stan_version": str(self.settings.get("stan_version", ""))},
         )

@@ -7,10 +7,12 @@
 >>> fit.draws["theta"].shape                             # doctest: +SKIP
 (4, 1000, J, K, K)
 
-:func:`get_engine` picks cmdstanpy when a CmdStan installation is found
-and pystan (httpstan) otherwise.  Both compile each program once, cache it
-keyed by the program text, and return :class:`SampleResult` /
-:class:`OptimizeResult` with identical layouts.
+:func:`get_engine` picks cmdstanpy when a working CmdStan installation is
+found and pystan (httpstan) otherwise.  Both compile each program once
+(printing one line the first time), cache it keyed by the program text, and
+return :class:`SampleResult` / :class:`OptimizeResult` with identical
+layouts; both report the Stan version that ran.  Only cmdstanpy offers
+Stan's Pathfinder (:class:`PathfinderResult`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .base import (
     SAMPLE_STAT_NAMES,
     Engine,
     OptimizeResult,
+    PathfinderResult,
     SampleResult,
     StanCompileError,
     StanDataError,
@@ -39,6 +42,7 @@ __all__ = [
     "CmdStanPyEngine",
     "SampleResult",
     "OptimizeResult",
+    "PathfinderResult",
     "StanError",
     "StanCompileError",
     "StanDataError",
@@ -62,9 +66,10 @@ def get_engine(engine: str = "auto") -> Engine:
     Parameters
     ----------
     engine : {"auto", "cmdstanpy", "pystan"}
-        ``"auto"``: cmdstanpy when a CmdStan installation is found
-        (``cmdstanpy.cmdstan_path()`` works, e.g. via ``CMDSTAN``), else
-        pystan.
+        ``"auto"``: cmdstanpy when a working CmdStan installation is found
+        (``cmdstanpy.cmdstan_path()`` works, e.g. via ``CMDSTAN``, and the
+        build is complete; checked once per process, see
+        :func:`cmdstan_available`), else pystan.
 
     Returns
     -------

@@ -25,6 +25,7 @@ __all__ = [
     "Engine",
     "SampleResult",
     "OptimizeResult",
+    "PathfinderResult",
     "StanError",
     "StanCompileError",
     "StanDataError",
@@ -102,6 +103,8 @@ class SampleResult:
         back end does not report them).
     seed : int or None
         The seed used.
+    stan_version : str
+        Version of Stan that ran (e.g. ``"2.35.0"``).
     """
 
     draws: dict[str, np.ndarray]
@@ -111,6 +114,7 @@ class SampleResult:
     model_name: str = ""
     stan_time: np.ndarray = field(default_factory=lambda: np.full((0, 2), np.nan))
     seed: int | None = None
+    stan_version: str = ""
 
     @property
     def n_chains(self) -> int:
@@ -154,6 +158,8 @@ class OptimizeResult:
         Index of the start that gave the best mode.
     elapsed : float
         Wall-clock seconds of the call.
+    stan_version : str
+        Version of Stan that ran.
     """
 
     params: dict[str, np.ndarray]
@@ -164,12 +170,76 @@ class OptimizeResult:
     model_name: str = ""
     best: int = 0
     elapsed: float = 0.0
+    stan_version: str = ""
 
     def __repr__(self) -> str:
         return (
             f"OptimizeResult({self.model_name!r}, engine={self.engine!r}, log_density={self.log_density:.4f}, "
             f"{int(np.sum(self.converged))}/{len(self.converged)} starts converged)"
         )
+
+
+@dataclass
+class PathfinderResult:
+    """Draws from Stan's Pathfinder variational approximation, PSIS-resampled.
+
+    Attributes
+    ----------
+    draws : dict of str -> array
+        Every parameter, transformed parameter and generated quantity after
+        Pareto-smoothed importance resampling, shape ``(1, draws, *shape)``
+        (one "chain", so the layout matches :class:`SampleResult`).
+    lp, lp_approx : array, shape (n_approx,)
+        Log density of the model (``lp__``) and of the approximation
+        (``lp_approx__``) at every approximate draw of every path, before
+        resampling; ``lp - lp_approx`` are the importance log ratios.
+    log_weights : array, shape (n_approx,)
+        Pareto-smoothed, normalised log importance weights.
+    pareto_k : float
+        Pareto k of the importance ratios (above 0.7 the approximation is
+        poor and resampling cannot repair it; Stan warns at the same value).
+    resampled : array of int, shape (draws,)
+        Index into the approximate draws of each resampled draw.
+    num_paths : int
+    elapsed : float
+        Wall-clock seconds of the call.
+    engine : str
+    model_name : str
+    seed : int or None
+    stan_version : str
+    messages : str
+        Stan's console output (its warnings included).
+    """
+
+    draws: dict[str, np.ndarray]
+    lp: np.ndarray
+    lp_approx: np.ndarray
+    log_weights: np.ndarray
+    pareto_k: float
+    resampled: np.ndarray
+    num_paths: int
+    elapsed: float
+    engine: str
+    model_name: str = ""
+    seed: int | None = None
+    stan_version: str = ""
+    messages: str = ""
+
+    @property
+    def n_draws(self) -> int:
+        """Number of resampled draws."""
+        return int(self.resampled.shape[0])
+
+
+def stan_version_from_header(include_dir: str | Path) -> str:
+    """``"major.minor.patch"`` read from ``<include_dir>/stan/version.hpp`` ("" if absent)."""
+    path = Path(include_dir) / "stan" / "version.hpp"
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    parts = [re.search(rf"#define STAN_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else ""
 
 
 # --------------------------------------------------------- program files
@@ -364,6 +434,8 @@ class Engine(abc.ABC):
 
     #: Engine name as given to :func:`get_engine`.
     name: str = ""
+    #: Version of Stan the engine runs (e.g. ``"2.35.0"``).
+    stan_version: str = ""
 
     @abc.abstractmethod
     def compile(self, model_name: str, force: bool = False) -> Any:
@@ -461,3 +533,25 @@ class Engine(abc.ABC):
         -------
         OptimizeResult
         """
+
+    def pathfinder(
+        self,
+        model_name: str,
+        data: dict[str, Any],
+        draws: int = 1000,
+        num_paths: int = 4,
+        seed: int | None = None,
+        inits: Any = None,
+    ) -> PathfinderResult:
+        """Stan's Pathfinder; only the cmdstanpy engine has it.
+
+        Raises
+        ------
+        NotImplementedError
+            This engine cannot run Pathfinder (the message says which can).
+        """
+        raise NotImplementedError(
+            f"method='pathfinder' needs the cmdstanpy engine (CmdStan >= 2.33); the {self.name!r} engine "
+            "(pystan/httpstan) offers only NUTS and optimisation. Install CmdStan "
+            "(`python -m cmdstanpy.install_cmdstan`) and use engine='cmdstanpy'"
+        )

@@ -7,16 +7,27 @@ cmdstanpy engine compiles into ``<cache>/<hash>/`` where ``<cache>`` is
 Linux) and ``<hash>`` a hash of the program text and the toolchain version,
 so a changed program is recompiled and an unchanged one never is.  The
 pystan engine relies on httpstan's own cache, which is keyed the same way
-(by the program code, httpstan and Python versions).
+(by the program code, httpstan and Python versions), in
+``~/.cache/httpstan/<httpstan version>/models/`` (``XDG_CACHE_HOME``
+moves it).
+
+Compilation is serialised across processes by a file lock per program
+(:func:`compile_lock`, ``fcntl.flock`` on ``<cache>/locks/<key>.lock``): a
+second process wanting the same program waits for the first and then finds
+the finished build, so two processes never write one cache entry at once.
+The first use of a program prints one line (:func:`announce_compile`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import sys
 from pathlib import Path
+from typing import Iterator
 
-__all__ = ["cache_dir", "program_hash", "model_cache_dir"]
+__all__ = ["cache_dir", "program_hash", "model_cache_dir", "compile_lock", "announce_compile"]
 
 
 def cache_dir() -> Path:
@@ -48,3 +59,47 @@ def model_cache_dir(code: str, *extra: str) -> Path:
     path = cache_dir() / program_hash(code, *extra)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def compile_lock(key: str, folder: Path | None = None) -> Iterator[Path]:
+    """Hold an exclusive inter-process lock for compiling program ``key``.
+
+    Parameters
+    ----------
+    key : str
+        Identifies the cache entry (e.g. ``"cmdstan-<hash>"``); one lock
+        file ``<folder>/<key>.lock`` per entry.
+    folder : Path, optional
+        Where the lock files live: beside the cache they protect (default
+        ``<cache>/locks``, pyrater's own cache).
+
+    Yields
+    ------
+    Path of the lock file.  The lock is released when the block exits
+    (also on error, or when the process dies: ``flock`` locks belong to the
+    open file).  Where ``fcntl`` is unavailable (Windows) no lock is taken.
+    """
+    folder = cache_dir() / "locks" if folder is None else Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (key.replace("/", "-") + ".lock")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield path
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def announce_compile(model_name: str, where: Path | str) -> None:
+    """Print the one line shown before a program is compiled (to stderr).
+
+    ``"compiling the dawid_skene Stan program once, ~30-60 s; cached in <where>"``
+    """
+    what = f"the {model_name} Stan program" if model_name else "a Stan program"
+    print(f"compiling {what} once, ~30-60 s; cached in {where}", file=sys.stderr, flush=True)

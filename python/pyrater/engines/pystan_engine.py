@@ -30,6 +30,7 @@ import re
 import secrets
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -49,8 +50,10 @@ from .base import (
     parse_elapsed,
     program_code,
     resolve_inits,
+    stan_version_from_header,
     unflatten_column_major,
 )
+from .cache import announce_compile, compile_lock
 
 __all__ = ["PystanEngine"]
 
@@ -126,7 +129,10 @@ class PystanEngine(Engine):
 
     def __init__(self) -> None:
         _import_backend()
+        import httpstan
+
         self._modules: dict[str, Any] = {}
+        self.stan_version = stan_version_from_header(Path(httpstan.__file__).parent / "include")
 
     # ------------------------------------------------------------ compiling
     def compile(self, model_name: str, force: bool = False) -> str:
@@ -134,10 +140,14 @@ class PystanEngine(Engine):
 
         Returns httpstan's model name (``models/<hash>``).
         """
-        return self.compile_code(program_code(check_model_name(model_name)), force=force)
+        return self.compile_code(program_code(check_model_name(model_name)), force=force, model_name=model_name)
 
-    def compile_code(self, code: str, force: bool = False) -> str:
+    def compile_code(self, code: str, model_name: str = "", force: bool = False) -> str:
         """Compile Stan program text (cached by httpstan); returns the model name.
+
+        The first compile of a program prints one line saying so and where
+        the build is cached.  Concurrent compiles of the same program (other
+        processes) wait on a file lock and then reuse the finished build.
 
         Raises
         ------
@@ -150,17 +160,41 @@ class PystanEngine(Engine):
         import httpstan.models
 
         name = httpstan.models.calculate_model_name(code)
-        if not force:
-            try:
-                self._modules[name] = httpstan.models.import_services_extension_module(name)
-                return name
-            except KeyError:
-                pass
+        if not force and self._load(name):
+            return name
         stan_model_name = f"model_{name.split('/')[1]}"
         try:
             _, stanc_warnings = self._stanc(code, stan_model_name)
         except ValueError as exc:
             raise StanCompileError(f"Stan program did not compile:\n{_stan_message(exc)}") from None
+        # the lock lives in httpstan's cache, shared by every process using it
+        with compile_lock(name.split("/")[1], httpstan.cache.cache_directory() / "pyrater-locks"):
+            if not force and self._load(name):  # another process built it while we waited
+                return name
+            announce_compile(model_name, httpstan.cache.model_directory(name))
+            self._build(code, name, stanc_warnings)
+        return name
+
+    def _load(self, name: str) -> bool:
+        """Import httpstan's cached build of ``name``; False when there is none."""
+        import httpstan.models
+
+        # re-imported on every use, never served from self._modules: httpstan names every
+        # extension module "stan_services", and importing another model's module can leave an
+        # older module object of this process pointing at the wrong model
+        try:
+            self._modules[name] = httpstan.models.import_services_extension_module(name)
+        except KeyError:
+            return False
+        except Exception:  # a build being written by another process: wait for its lock
+            return False
+        return True
+
+    def _build(self, code: str, name: str, stanc_warnings: str) -> None:
+        """Build the extension module into httpstan's cache (under the compile lock)."""
+        import httpstan.cache
+        import httpstan.models
+
         logger.info("compiling Stan program %s (about a minute)", name)
         start = time.perf_counter()
         httpstan.cache.delete_model_directory(name)
@@ -177,7 +211,6 @@ class PystanEngine(Engine):
         except KeyError as exc:  # pragma: no cover
             raise StanCompileError(f"compiled module for {name} not found after building:\n{output}") from exc
         logger.info("compiled %s in %.1f s", name, time.perf_counter() - start)
-        return name
 
     @staticmethod
     def _stanc(code: str, stan_model_name: str) -> tuple[str, str]:
@@ -252,7 +285,7 @@ class PystanEngine(Engine):
             init_list = resolve_inits(model_name, check_data(data), inits, chains, seed)
         else:
             init_list = None if inits is None else resolve_inits("", {}, inits, chains, seed)
-        name = self.compile_code(code)
+        name = self.compile_code(code, model_name=model_name)
         module = self._modules[name]
         mdata = _module_data(data)
         names, dims, flat = self._checked(module, mdata)
@@ -378,7 +411,7 @@ class PystanEngine(Engine):
         stan_time = np.array([parse_elapsed(self._logger_lines(o)) for o in outputs], dtype=float).reshape(chains, 2)
         return SampleResult(
             draws=draws_out, sample_stats=stats, elapsed=elapsed, engine=self.name,
-            model_name=model_name, stan_time=stan_time, seed=seed,
+            model_name=model_name, stan_time=stan_time, seed=seed, stan_version=self.stan_version,
         )
 
     # --------------------------------------------------------- optimisation
@@ -435,6 +468,7 @@ class PystanEngine(Engine):
         return OptimizeResult(
             params=params, log_density=float(lds[best]), all_log_densities=lds, converged=converged,
             engine=self.name, model_name=model_name, best=best, elapsed=time.perf_counter() - start,
+            stan_version=self.stan_version,
         )
 
     def _n_unconstrained(self, module: Any, mdata: dict[str, Any], model_name: str, data: dict[str, Any]) -> int:
