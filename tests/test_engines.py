@@ -151,7 +151,7 @@ def test_compile_error_carries_stanc_message(pystan_engine):
         pystan_engine.compile_code(broken)
     assert isinstance(info.value, StanError) and isinstance(info.value, RuntimeError)
     undeclared = "parameters { real mu; } model { nu ~ normal(0, 1); }"
-    with pytest.raises(StanCompileError, match="Identifier 'nu' not in scope"):
+    with pytest.raises(StanCompileError, match=r"Identifier ['\"]nu['\"] not in scope"):
         pystan_engine.compile_code(undeclared)
 
 

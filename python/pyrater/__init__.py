@@ -16,7 +16,7 @@ simulate
 """
 
 from . import evaluate, kernel, lcm, plots, probit
-from .compare import compare, loo, waic
+from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
 from .evaluate import majority_vote, score
@@ -69,6 +69,7 @@ __all__ = [
     "loo",
     "waic",
     "compare",
+    "ELPD",
     "posterior_predict",
     "posterior_predictive_check",
     "PPCResult",

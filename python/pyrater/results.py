@@ -36,6 +36,30 @@ DEFAULT_PROB = 0.9
 _SAVE_FORMAT = 1
 Which = Literal["pi", "theta", "z"]
 
+#: Named dims of the model parameters in the ArviZ groups (after ``chain, draw``).
+VAR_DIMS: dict[str, tuple[str, ...]] = {
+    "pi": ("category",),
+    "theta": ("rater", "category", "rating"),
+    "p": ("rater", "category"),
+    "mu": ("category", "rating"),
+    "sigma": ("category", "rating"),
+    "gamma_raw": ("rater", "category", "rating"),
+    "log_lik": ("item",),
+}
+
+
+def var_dims(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """Dims of parameter ``name`` with (non-sample) ``shape``; ``name_dim_i`` for unknown ones.
+
+    The homogeneous model's theta (one matrix for all raters) is ``(category, rating)``.
+    """
+    dims = VAR_DIMS.get(name)
+    if name == "theta" and len(shape) == 2:
+        dims = ("category", "rating")
+    if dims is None or len(dims) != len(shape):
+        dims = tuple(f"{name}_dim_{i}" for i in range(len(shape)))
+    return dims
+
 
 def parameter_names(data: RatingData) -> tuple[list[str], list[str]]:
     """Flat names ``pi[k]`` (K,) and ``theta[rater, k, l]`` (J*K*K,) with user labels."""
@@ -194,6 +218,106 @@ class Fit:
         draws = self.posterior_samples(which)
         q = draws.quantile([(1 - prob) / 2, (1 + prob) / 2], dim="draw")
         return q.rename(quantile="bound").assign_coords(bound=["lower", "upper"])
+
+    # ----------------------------------------------------------- arviz
+    def _coords(self) -> dict[str, list[Any]]:
+        """The user's labels for the named dims of the ArviZ groups."""
+        d = self.data
+        items = list(range(1, d.n_items + 1)) if d.is_grouped else list(d.unit_labels)
+        return {
+            "category": list(d.categories),
+            "rating": list(d.categories),
+            "rater": list(d.rater_labels),
+            "item": items,
+        }
+
+    def _dataset(self, arrays: dict[str, np.ndarray], sample_dims: tuple[str, ...] = ("chain", "draw")) -> xr.Dataset:
+        """A Dataset of ``arrays`` (each ``(chain, draw, *shape)``) with named dims and label coords."""
+        coords = self._coords()
+        variables, used = {}, {}
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            dims = (*sample_dims, *var_dims(name, value.shape[len(sample_dims):]))
+            variables[name] = (dims, value)
+            for dim, size in zip(dims, value.shape):
+                if dim in coords:
+                    used[dim] = coords[dim]
+                elif dim in ("chain", "draw"):
+                    used[dim] = np.arange(size)
+        return xr.Dataset(variables, coords=used)
+
+    def _observed_data(self) -> xr.Dataset:
+        """The ratings in long form (grouped data expanded to items), one entry per rating."""
+        obs = self.data.to_long()
+        return xr.Dataset(
+            {
+                "item_obs": ("rating_index", np.asarray(obs.iloc[:, 0].astype(object))),
+                "rater_obs": ("rating_index", np.asarray(obs.iloc[:, 1].astype(object))),
+                "rating_obs": ("rating_index", np.asarray(obs.iloc[:, 2].astype(object))),
+            }
+        )
+
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """ArviZ groups as plain Datasets: ``posterior`` (the estimate as one draw) and ``observed_data``.
+
+        Fits with draws override this (adding ``log_likelihood`` and ``sample_stats``).
+        """
+        pi, theta = self._point()
+        return {
+            "posterior": self._dataset({"pi": np.asarray(pi)[None, None], "theta": np.asarray(theta)[None, None]}),
+            "observed_data": self._observed_data(),
+        }
+
+    def _attrs(self) -> dict[str, Any]:
+        attrs = {"inference_library": "pyrater", "model": self.model.name, "method": self.method}
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            attrs["engine"] = str(engine)
+        return attrs
+
+    def to_inference_data(self):
+        """The fit in ArviZ's format, with named dims and the user's labels as coordinates.
+
+        Returns ``arviz.InferenceData`` under ArviZ 0.x (Python 3.11) and
+        ``xarray.DataTree`` under ArviZ 1.x (Python >= 3.12): the same
+        groups, variables, dims and coordinates on both, so ``idata.posterior["pi"]``
+        and ``az.loo(idata)`` / ``az.summary(idata)`` work on either line.
+
+        Groups
+        ------
+        posterior
+            ``pi[chain, draw, category]``, ``theta[chain, draw, rater, category, rating]``
+            (``theta[chain, draw, category, rating]`` for the homogeneous model) and
+            model-specific parameters (``p[rater, category]``; ``mu``, ``sigma``
+            ``[category, rating]``).  Fits without draws (EM, optimisation) hold
+            their point estimate as a single draw (``chain = draw = 1``): useful
+            for uniform downstream code, but LOO, WAIC, Rhat and ESS need MCMC.
+        log_likelihood
+            Fits with draws: ``log_lik[chain, draw, item]``; for grouped data one
+            column per item (each pattern's value repeated by its tally), so LOO
+            treats items as the unit.
+        sample_stats
+            MCMC: ``diverging``, ``tree_depth``, ``lp``, ... per draw.
+        observed_data
+            The ratings in long form: ``item_obs``, ``rater_obs``,
+            ``rating_obs`` over ``rating_index``.
+        """
+        from . import _arviz
+
+        return _arviz.build(self._groups(), self._attrs())
+
+    def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
+        """Rhat and ESS per parameter: only for fits with MCMC draws.
+
+        Raises
+        ------
+        NotImplementedError
+            For point-estimate fits (EM, optimisation), naming ``method='mcmc'``.
+        """
+        raise NotImplementedError(
+            f"a {self.method} fit holds a point estimate, not MCMC draws, so it has no Rhat or ESS to report; "
+            "refit with pyrater.fit(..., method='mcmc')"
+        )
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
