@@ -109,14 +109,14 @@ def test_log_lik_equals_kernel_at_each_draw(anesthesia_fit):
 
 
 def test_save_and_load_round_trip(anesthesia_fit, tmp_path):
-    path = anesthesia_fit.save(tmp_path / "fit.pkl")
+    path = anesthesia_fit.save(tmp_path / "fit.nc")
     back = pyrater.load(path)
     assert isinstance(back, MCMCFit)
     pd.testing.assert_series_equal(back.point_estimate("pi"), anesthesia_fit.point_estimate("pi"))
     pd.testing.assert_frame_equal(back.class_probabilities(), anesthesia_fit.class_probabilities())
-    (tmp_path / "junk.pkl").write_bytes(b"\x80\x04K\x01.")
+    (tmp_path / "junk.nc").write_bytes(b"not a fit")
     with pytest.raises(ValueError, match="not a pyrater fit"):
-        pyrater.load(tmp_path / "junk.pkl")
+        pyrater.load(tmp_path / "junk.nc")
 
 
 # ------------------------------------------------------------- user labels

@@ -30,6 +30,7 @@ from .models import (
     HomogeneousDawidSkene,
     get_model,
 )
+from .fitfile import FitFileError
 from .results import Fit, FitSummary, load
 from .simulate import (
     Simulation,
@@ -57,6 +58,7 @@ __all__ = [
     "Fit",
     "FitSummary",
     "load",
+    "FitFileError",
     "binomial_mixture_em",
     "simulate",
     "simulate_dawid_skene",

@@ -18,7 +18,6 @@ Intervals default to 90% (rater's convention; ArviZ's default is 89%).
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +32,6 @@ from .models import Model
 __all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load"]
 
 DEFAULT_PROB = 0.9
-_SAVE_FORMAT = 1
 Which = Literal["pi", "theta", "z"]
 
 #: Named dims of the model parameters in the ArviZ groups (after ``chain, draw``).
@@ -321,15 +319,30 @@ class Fit:
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
-        """Save the fit (data, estimates or draws, settings) to ``path`` (pickle).
+        """Save the fit to one data-only file (netCDF4/HDF5, no pickle); returns the path.
 
-        Load it back with :func:`pyrater.load`.  As with any pickle, only
-        load files you trust.
+        Load it back with :func:`pyrater.load` (same class, same numbers from
+        every accessor).  The file holds ArviZ's groups (``posterior``;
+        ``log_likelihood`` and ``sample_stats`` for MCMC; ``observed_data``),
+        the rating data (group ``rating_data``: codes, labels and tallies) and
+        a JSON settings block (root attribute ``pyrater_fit``: model, priors,
+        method, engine, seed, known items, settings, versions, format name and
+        version); the layout is described in :mod:`pyrater.fitfile`.
+
+        It opens without pyrater:
+
+        * ArviZ 0.x: ``az.from_netcdf(path)`` (an ``InferenceData``; the
+          pyrater groups appear as extra groups);
+        * ArviZ 1.x / xarray: ``xarray.open_datatree(path)`` or
+          ``az.from_netcdf(path)`` (a ``DataTree``);
+        * any netCDF4/HDF5 reader (``h5py``, ``netCDF4``, R's ``ncdf4``).
+
+        ``az.loo(az.from_netcdf(path))`` works on an MCMC fit's file.  Labels
+        must be strings or numbers.  Suggested suffix: ``.nc``.
         """
-        path = Path(path)
-        with path.open("wb") as fh:
-            pickle.dump({"format": _SAVE_FORMAT, "fit": self}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        from .fitfile import save_fit
+
+        return save_fit(self, path)
 
     # -------------------------------------------------------------- summary
     def _summary_info(self) -> dict[str, Any]:
@@ -381,10 +394,24 @@ class Fit:
         )
 
 
-def load(path: str | Path) -> Fit:
-    """Load a fit saved with ``fit.save(path)``.  Only load files you trust (pickle)."""
-    with Path(path).open("rb") as fh:
-        obj = pickle.load(fh)
-    if not isinstance(obj, dict) or obj.get("format") != _SAVE_FORMAT or not isinstance(obj.get("fit"), Fit):
-        raise ValueError(f"{path} is not a pyrater fit file (format {_SAVE_FORMAT})")
-    return obj["fit"]
+def load(path: str | Path, allow_pickle: bool = False) -> Fit:
+    """Load a fit saved with ``fit.save(path)``.
+
+    Parameters
+    ----------
+    path : str or Path
+    allow_pickle : bool
+        Also read a pickle written by pyrater 0.1.  **Warning**: reading a
+        pickle runs whatever code the file carries; use only on files you
+        trust, and re-save the fit at once (``fit.save("fit.nc")``).
+
+    Raises
+    ------
+    pyrater.FitFileError
+        (a ``ValueError``) naming the problem: not a pyrater fit file,
+        truncated or corrupted, written by a newer format version, or a 0.1
+        pickle without ``allow_pickle=True``.
+    """
+    from .fitfile import load_fit
+
+    return load_fit(path, allow_pickle=allow_pickle)
