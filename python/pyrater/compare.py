@@ -348,4 +348,4 @@ def compare(fits: Mapping[str, Fit], ic: str = "loo") -> pd.DataFrame:
                 "n_bad_k": res.n_bad_k,
             }
         )
-    return pd.DataFrame(rows, index=pd.Index(order, name="model"))
+    return pd.DataFrame(rows, index=pd.Index(order))
