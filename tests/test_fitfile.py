@@ -244,6 +244,9 @@ def test_truncated_and_corrupted_files_are_refused(em_file, tmp_path):
     truncated.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(FitFileError, match="truncated or corrupted"):
         pyrater.load(truncated)
+    truncated.write_bytes(raw[:5])
+    with pytest.raises(FitFileError, match="empty or truncated"):
+        pyrater.load(truncated)
     # flip bytes inside the stored class probabilities: the Fletcher-32 checksum catches it
     with h5py.File(path, "r") as h5:
         info = h5["fit_state/class_probs"].id.get_chunk_info(0)

@@ -532,6 +532,8 @@ def load_fit(path: str | Path, allow_pickle: bool = False):
     path = Path(path)
     with path.open("rb") as fh:
         head = fh.read(8)
+    if len(head) < len(_HDF5_SIGNATURE):
+        raise FitFileError(f"{path} is empty or truncated ({len(head)} bytes): not a readable fit file")
     if head[:1] == b"\x80":  # pickle protocol >= 2
         return _read_pickle(path, allow_pickle)
     if head != _HDF5_SIGNATURE:
