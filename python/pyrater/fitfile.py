@@ -355,10 +355,9 @@ def save_fit(fit: Any, path: str | Path) -> Path:
                 fields_json[name] = _to_json(value, f"{cls.__name__}.{name}")
             except TypeError as exc:
                 raise TypeError(f"cannot save this fit: {exc}") from None
-    arviz_groups = fit._groups()
-    groups.setdefault("posterior", arviz_groups["posterior"])
-    if "observed_data" in arviz_groups:
-        groups["observed_data"] = arviz_groups["observed_data"]
+    if "posterior" not in groups:  # EM and other point fits: the estimate as one draw, for ArviZ readers
+        groups["posterior"] = fit._groups()["posterior"]
+    groups["observed_data"] = fit._observed_data()
     rating_ds, data_spec = _data_groups(data)
     groups["rating_data"] = rating_ds
     if state:
@@ -532,10 +531,10 @@ def load_fit(path: str | Path, allow_pickle: bool = False):
     path = Path(path)
     with path.open("rb") as fh:
         head = fh.read(8)
-    if len(head) < len(_HDF5_SIGNATURE):
-        raise FitFileError(f"{path} is empty or truncated ({len(head)} bytes): not a readable fit file")
     if head[:1] == b"\x80":  # pickle protocol >= 2
         return _read_pickle(path, allow_pickle)
+    if len(head) < len(_HDF5_SIGNATURE):
+        raise FitFileError(f"{path} is empty or truncated ({len(head)} bytes): not a readable fit file")
     if head != _HDF5_SIGNATURE:
         raise FitFileError(f"{path} is not a pyrater fit file (not a netCDF4/HDF5 file)")
     tree = _open(path)
