@@ -238,7 +238,7 @@ def _storable_dataset(ds: xr.Dataset) -> xr.Dataset:
 
 
 # --------------------------------------------------------------------- save
-def _versions(fit: Any) -> dict[str, str]:
+def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
@@ -375,7 +375,7 @@ def save_fit(fit: Any, path: str | Path) -> Path:
         "seed": settings.get("seed"),
         "settings": settings,
         "known_items": _known_items(fit),
-        "versions": _versions(fit),
+        "versions": _versions(),
         "data": data_spec,
         "layout": layout,
         "fields": fields_json,
