@@ -78,9 +78,11 @@ def textbook_data(data: RatingData, d: dict) -> dict:
 
 
 def min_bulk_ess(fit) -> float:
-    ds = az.convert_to_dataset({"pi": fit.draws["pi"], "theta": fit.draws["theta"]})
-    ess = az.ess(ds, method="bulk")
-    return float(min(float(ess[v].min()) for v in ess.data_vars))
+    from pyrater import _arviz  # ArviZ 0.x or 1.x
+
+    pi, theta = np.asarray(fit.draws["pi"]), np.asarray(fit.draws["theta"])
+    flat = np.concatenate([pi.reshape(*pi.shape[:2], -1), theta.reshape(*theta.shape[:2], -1)], axis=2)
+    return float(np.nanmin(_arviz.ess(flat, "bulk")))
 
 
 def run_pair(eng, data: RatingData, label: str, chains: int, warmup: int, draws: int, seeds: list[int]) -> list[dict]:

@@ -536,7 +536,7 @@ def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
     text = str(fit.summary())
     assert "EM" in text and "iterations" in text and "alpha" in text
     assert em(anesthesia).summary().priors == {}
-    back = pyrater.load(fit.save(tmp_path / "fit.pkl"))
+    back = pyrater.load(fit.save(tmp_path / "fit.nc"))
     np.testing.assert_array_equal(back.theta, fit.theta)
     np.testing.assert_array_equal(back.class_probabilities(), fit.class_probabilities())
     assert "EMFit(Dawid-Skene" in repr(fit)

@@ -157,7 +157,7 @@ def test_compile_error_carries_stanc_message(stan_engine):
         stan_engine.compile_code(broken)
     assert isinstance(info.value, StanError) and isinstance(info.value, RuntimeError)
     undeclared = "parameters { real mu; } model { nu ~ normal(0, 1); }"
-    with pytest.raises(StanCompileError, match="Identifier 'nu' not in scope"):
+    with pytest.raises(StanCompileError, match=r"Identifier ['\"]nu['\"] not in scope"):
         stan_engine.compile_code(undeclared)
 
 

@@ -16,7 +16,7 @@ simulate
 """
 
 from . import evaluate, kernel, lcm, plots, probit
-from .compare import compare, loo, waic
+from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
 from .evaluate import majority_vote, score
@@ -30,6 +30,7 @@ from .models import (
     HomogeneousDawidSkene,
     get_model,
 )
+from .fitfile import FitFileError
 from .results import Fit, FitSummary, load
 from .simulate import (
     Simulation,
@@ -57,6 +58,7 @@ __all__ = [
     "Fit",
     "FitSummary",
     "load",
+    "FitFileError",
     "binomial_mixture_em",
     "simulate",
     "simulate_dawid_skene",
@@ -69,6 +71,7 @@ __all__ = [
     "loo",
     "waic",
     "compare",
+    "ELPD",
     "posterior_predict",
     "posterior_predictive_check",
     "PPCResult",

@@ -62,6 +62,37 @@ def _warn_small_beta(model: Model, priors: dict[str, np.ndarray]) -> None:
         )
 
 
+def _em_start(data: RatingData, model: Model, known: Any, seed: int) -> dict[str, np.ndarray] | None:
+    """An optimiser start at the EM posterior mode (best of 6 EM runs), or None where EM cannot run.
+
+    The posterior is multimodal; starting L-BFGS both from random diagonal-heavy
+    values and from EM's best mode lets the optimiser land on the best mode
+    either route finds, whatever the Stan version.
+    """
+    from .em import em
+    from .models import ClassConditionalDawidSkene, DawidSkene, HomogeneousDawidSkene
+
+    if not isinstance(model, (DawidSkene, HomogeneousDawidSkene, ClassConditionalDawidSkene)):
+        return None
+    try:
+        ref = em(data, model, method="map", known=known, n_restarts=5, seed=seed)
+    except (ValueError, NotImplementedError, FloatingPointError):  # e.g. priors below 1: no EM mode
+        return None
+
+    def interior(rows: np.ndarray) -> np.ndarray:  # Stan needs starts inside the simplex
+        rows = np.clip(np.asarray(rows, dtype=float), 1e-6, None)
+        return rows / rows.sum(axis=-1, keepdims=True)
+
+    start = {"pi": interior(ref.pi)}
+    if isinstance(model, DawidSkene):
+        start["theta"] = interior(ref.theta)
+    elif isinstance(model, HomogeneousDawidSkene):
+        start["theta"] = interior(ref.theta[0])
+    else:
+        start["p"] = np.clip(np.einsum("jkk->jk", ref.theta), 1e-6, 1 - 1e-6)
+    return start
+
+
 def fit(
     data: RatingData | pd.DataFrame,
     model: str | Model = "dawid_skene",
@@ -131,7 +162,10 @@ def fit(
         Initial values, one dict per chain (or per optimisation start).
         Default: diagonal-heavy values that break label switching.
     n_inits : int
-        Optimisation starts.
+        Random optimisation starts.  Without ``inits``, one more start at the
+        EM posterior mode is added for the models EM fits (all but the
+        hierarchical one), so the optimiser reaches the best mode that either
+        route finds.
     progress : bool
         Show sampler progress.
     log_lik : bool
@@ -211,6 +245,9 @@ def fit(
     _warn_small_beta(model, priors)
     if inits is None:
         inits = stan_inits(model, K, J, n_inits, seed)
+        start = _em_start(data, model, known, seed)
+        if start is not None:
+            inits.append(start)
     res = eng.optimize(model.name, sdata, seed=seed, inits=list(inits), n_inits=len(inits))
     return OptimizeFit(
         data=data,

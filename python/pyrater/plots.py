@@ -257,16 +257,27 @@ def _mcmc_idata(fit: Fit):
 
 
 def plot_trace(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
-    """Trace plots through ArviZ (``az.plot_trace``); returns the Figure."""
-    import arviz as az
+    """Trace plots (draws per chain and their marginal densities) through ArviZ.
 
-    axes = az.plot_trace(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
-    return np.asarray(axes).flat[0].figure
+    Uses ``az.plot_trace`` on ArviZ 0.x and ``az.plot_trace_dist`` on ArviZ
+    1.x; ``kwargs`` go to that function.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from . import _arviz
+
+    return _arviz.plot_trace(_mcmc_idata(fit), var_names, **kwargs)
 
 
 def plot_rank(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
-    """Rank plots through ArviZ (``az.plot_rank``); returns the Figure."""
-    import arviz as az
+    """Rank plots through ArviZ (``az.plot_rank`` on either line; ``kwargs`` go to it).
 
-    axes = az.plot_rank(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
-    return np.asarray(axes).flat[0].figure
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from . import _arviz
+
+    return _arviz.plot_rank(_mcmc_idata(fit), var_names, **kwargs)

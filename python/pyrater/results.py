@@ -18,7 +18,6 @@ Intervals default to 90% (rater's convention; ArviZ's default is 89%).
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,8 +32,31 @@ from .models import Model
 __all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load"]
 
 DEFAULT_PROB = 0.9
-_SAVE_FORMAT = 1
 Which = Literal["pi", "theta", "z"]
+
+#: Named dims of the model parameters in the ArviZ groups (after ``chain, draw``).
+VAR_DIMS: dict[str, tuple[str, ...]] = {
+    "pi": ("category",),
+    "theta": ("rater", "category", "rating"),
+    "p": ("rater", "category"),
+    "mu": ("category", "rating"),
+    "sigma": ("category", "rating"),
+    "gamma_raw": ("rater", "category", "rating"),
+    "log_lik": ("item",),
+}
+
+
+def var_dims(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """Dims of parameter ``name`` with (non-sample) ``shape``; ``name_dim_i`` for unknown ones.
+
+    The homogeneous model's theta (one matrix for all raters) is ``(category, rating)``.
+    """
+    dims = VAR_DIMS.get(name)
+    if name == "theta" and len(shape) == 2:
+        dims = ("category", "rating")
+    if dims is None or len(dims) != len(shape):
+        dims = tuple(f"{name}_dim_{i}" for i in range(len(shape)))
+    return dims
 
 
 def parameter_names(data: RatingData) -> tuple[list[str], list[str]]:
@@ -195,17 +217,135 @@ class Fit:
         q = draws.quantile([(1 - prob) / 2, (1 + prob) / 2], dim="draw")
         return q.rename(quantile="bound").assign_coords(bound=["lower", "upper"])
 
+    # ----------------------------------------------------------- arviz
+    def _coords(self) -> dict[str, list[Any]]:
+        """The user's labels for the named dims of the ArviZ groups."""
+        d = self.data
+        items = list(range(1, d.n_items + 1)) if d.is_grouped else list(d.unit_labels)
+        return {
+            "category": list(d.categories),
+            "rating": list(d.categories),
+            "rater": list(d.rater_labels),
+            "item": items,
+        }
+
+    def _dataset(self, arrays: dict[str, np.ndarray], sample_dims: tuple[str, ...] = ("chain", "draw")) -> xr.Dataset:
+        """A Dataset of ``arrays`` (each ``(chain, draw, *shape)``) with named dims and label coords."""
+        coords = self._coords()
+        variables, used = {}, {}
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            dims = (*sample_dims, *var_dims(name, value.shape[len(sample_dims):]))
+            variables[name] = (dims, value)
+            for dim, size in zip(dims, value.shape):
+                if dim in coords:
+                    used[dim] = coords[dim]
+                elif dim in ("chain", "draw"):
+                    used[dim] = np.arange(size)
+        return xr.Dataset(variables, coords=used)
+
+    def _observed_data(self) -> xr.Dataset:
+        """The ratings in long form (grouped data expanded to items), one entry per rating."""
+        obs = self.data.to_long()
+        return xr.Dataset(
+            {
+                "item_obs": ("rating_index", np.asarray(obs.iloc[:, 0].astype(object))),
+                "rater_obs": ("rating_index", np.asarray(obs.iloc[:, 1].astype(object))),
+                "rating_obs": ("rating_index", np.asarray(obs.iloc[:, 2].astype(object))),
+            }
+        )
+
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """ArviZ groups as plain Datasets: ``posterior`` (the estimate as one draw) and ``observed_data``.
+
+        Fits with draws override this (adding ``log_likelihood`` and ``sample_stats``).
+        """
+        pi, theta = self._point()
+        return {
+            "posterior": self._dataset({"pi": np.asarray(pi)[None, None], "theta": np.asarray(theta)[None, None]}),
+            "observed_data": self._observed_data(),
+        }
+
+    def _attrs(self) -> dict[str, Any]:
+        attrs = {"inference_library": "pyrater", "model": self.model.name, "method": self.method}
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            attrs["engine"] = str(engine)
+        stan_version = (getattr(self, "settings", None) or {}).get("stan_version")
+        if stan_version:
+            attrs["stan_version"] = str(stan_version)
+        return attrs
+
+    def to_inference_data(self):
+        """The fit in ArviZ's format, with named dims and the user's labels as coordinates.
+
+        Returns ``arviz.InferenceData`` under ArviZ 0.x (Python 3.11) and
+        ``xarray.DataTree`` under ArviZ 1.x (Python >= 3.12): the same
+        groups, variables, dims and coordinates on both, so ``idata.posterior["pi"]``
+        and ``az.loo(idata)`` / ``az.summary(idata)`` work on either line.
+
+        Groups
+        ------
+        posterior
+            ``pi[chain, draw, category]``, ``theta[chain, draw, rater, category, rating]``
+            (``theta[chain, draw, category, rating]`` for the homogeneous model) and
+            model-specific parameters (``p[rater, category]``; ``mu``, ``sigma``
+            ``[category, rating]``).  Fits without draws (EM, optimisation) hold
+            their point estimate as a single draw (``chain = draw = 1``): useful
+            for uniform downstream code, but LOO, WAIC, Rhat and ESS need MCMC.
+        log_likelihood
+            Fits with draws: ``log_lik[chain, draw, item]``; for grouped data one
+            column per item (each pattern's value repeated by its tally), so LOO
+            treats items as the unit.
+        sample_stats
+            MCMC: ``diverging``, ``tree_depth``, ``lp``, ... per draw.
+        observed_data
+            The ratings in long form: ``item_obs``, ``rater_obs``,
+            ``rating_obs`` over ``rating_index``.
+        """
+        from . import _arviz
+
+        return _arviz.build(self._groups(), self._attrs())
+
+    def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
+        """Rhat and ESS per parameter: only for fits with MCMC draws.
+
+        Raises
+        ------
+        NotImplementedError
+            For point-estimate fits (EM, optimisation), naming ``method='mcmc'``.
+        """
+        raise NotImplementedError(
+            f"a {self.method} fit holds a point estimate, not MCMC draws, so it has no Rhat or ESS to report; "
+            "refit with pyrater.fit(..., method='mcmc')"
+        )
+
     # ---------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
-        """Save the fit (data, estimates or draws, settings) to ``path`` (pickle).
+        """Save the fit to one data-only file (netCDF4/HDF5, no pickle); returns the path.
 
-        Load it back with :func:`pyrater.load`.  As with any pickle, only
-        load files you trust.
+        Load it back with :func:`pyrater.load` (same class, same numbers from
+        every accessor).  The file holds ArviZ's groups (``posterior``;
+        ``log_likelihood`` and ``sample_stats`` for MCMC; ``observed_data``),
+        the rating data (group ``rating_data``: codes, labels and tallies) and
+        a JSON settings block (root attribute ``pyrater_fit``: model, priors,
+        method, engine, seed, known items, settings, versions, format name and
+        version); the layout is described in :mod:`pyrater.fitfile`.
+
+        It opens without pyrater:
+
+        * ArviZ 0.x: ``az.from_netcdf(path)`` (an ``InferenceData``; the
+          pyrater groups appear as extra groups);
+        * ArviZ 1.x / xarray: ``xarray.open_datatree(path)`` or
+          ``az.from_netcdf(path)`` (a ``DataTree``);
+        * any netCDF4/HDF5 reader (``h5py``, ``netCDF4``, R's ``ncdf4``).
+
+        ``az.loo(az.from_netcdf(path))`` works on an MCMC fit's file.  Labels
+        must be strings or numbers.  Suggested suffix: ``.nc``.
         """
-        path = Path(path)
-        with path.open("wb") as fh:
-            pickle.dump({"format": _SAVE_FORMAT, "fit": self}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        from .fitfile import save_fit
+
+        return save_fit(self, path)
 
     # -------------------------------------------------------------- summary
     def _summary_info(self) -> dict[str, Any]:
@@ -257,10 +397,24 @@ class Fit:
         )
 
 
-def load(path: str | Path) -> Fit:
-    """Load a fit saved with ``fit.save(path)``.  Only load files you trust (pickle)."""
-    with Path(path).open("rb") as fh:
-        obj = pickle.load(fh)
-    if not isinstance(obj, dict) or obj.get("format") != _SAVE_FORMAT or not isinstance(obj.get("fit"), Fit):
-        raise ValueError(f"{path} is not a pyrater fit file (format {_SAVE_FORMAT})")
-    return obj["fit"]
+def load(path: str | Path, allow_pickle: bool = False) -> Fit:
+    """Load a fit saved with ``fit.save(path)``.
+
+    Parameters
+    ----------
+    path : str or Path
+    allow_pickle : bool
+        Also read a pickle written by pyrater 0.1.  **Warning**: reading a
+        pickle runs whatever code the file carries; use only on files you
+        trust, and re-save the fit at once (``fit.save("fit.nc")``).
+
+    Raises
+    ------
+    pyrater.FitFileError
+        (a ``ValueError``) naming the problem: not a pyrater fit file,
+        truncated or corrupted, written by a newer format version, or a 0.1
+        pickle without ``allow_pickle=True``.
+    """
+    from .fitfile import load_fit
+
+    return load_fit(path, allow_pickle=allow_pickle)

@@ -8,6 +8,7 @@ the draws of pi and theta with the shared kernel
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,11 +16,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from .data import RatingData
 from .kernel import class_log_posterior, rao_blackwell_class_probabilities
 from .models import Model
-from .results import Fit, parameter_names
+from .results import Fit, parameter_names, var_dims
 
 __all__ = ["MCMCFit", "OptimizeFit", "RHAT_THRESHOLD"]
 
@@ -27,12 +29,8 @@ RHAT_THRESHOLD = 1.01
 #: Stan's default maximum tree depth of NUTS.
 MAX_TREE_DEPTH = 10
 
-# extra (model-specific) parameters and their named dims
-_EXTRA_DIMS = {
-    "p": ("rater", "category"),
-    "mu": ("category", "rating"),
-    "sigma": ("category", "rating"),
-}
+#: Model-specific parameters reported by :meth:`MCMCFit.mcmc_diagnostics` after pi and theta.
+EXTRA_PARAMETERS = ("p", "mu", "sigma")
 
 
 def _safe_log(x: np.ndarray) -> np.ndarray:
@@ -51,30 +49,6 @@ class _StanFit(Fit):
 
     def _priors(self) -> dict[str, np.ndarray]:
         return self.priors
-
-    @property
-    def _dims(self) -> dict[str, list[str]]:
-        dims = {"pi": ["category"], "theta": ["rater", "category", "rating"], "log_lik": ["item"]}
-        dims.update({k: list(v) for k, v in _EXTRA_DIMS.items()})
-        if self.model.name == "homogeneous":
-            dims["theta"] = ["category", "rating"]
-        return dims
-
-    @property
-    def _coords(self) -> dict[str, list[Any]]:
-        d = self.data
-        return {
-            "category": list(d.categories),
-            "rating": list(d.categories),
-            "rater": list(d.rater_labels),
-            "item": self._item_labels(),
-        }
-
-    def _item_labels(self) -> list[Any]:
-        d = self.data
-        if d.is_grouped:
-            return list(range(1, d.n_items + 1))
-        return list(d.unit_labels)
 
     def _expand_units(self, arr: np.ndarray) -> np.ndarray:
         """Repeat per-unit values (last axis) by the tallies, giving per-item values."""
@@ -171,64 +145,43 @@ class MCMCFit(_StanFit):
         }
 
     # ---------------------------------------------------------------- arviz
-    def to_inference_data(self):
-        """ArviZ InferenceData with named dims and the user's labels as coords.
-
-        Groups: ``posterior`` (pi[category], theta[rater, category, rating],
-        model-specific parameters), ``log_likelihood`` (``log_lik[item]``; for
-        grouped data one column per item, each pattern's value repeated by
-        its tally, so LOO treats items as the unit), ``sample_stats`` and
-        ``observed_data`` (the ratings in long form).
-        """
-        import arviz as az
-
-        dims = self._dims
-        posterior = {k: np.asarray(v) for k, v in self.draws.items() if k != "log_lik"}
-        log_lik = {}
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """posterior, log_likelihood (per item), sample_stats and observed_data as Datasets."""
+        out = {"posterior": self._dataset({k: v for k, v in self.draws.items() if k != "log_lik"})}
         if "log_lik" in self.draws and np.asarray(self.draws["log_lik"]).shape[-1] > 0:
-            log_lik["log_lik"] = self._expand_units(np.asarray(self.draws["log_lik"]))
-        obs = self.data.to_long()
-        observed = {
-            "item_obs": np.asarray(obs.iloc[:, 0].astype(object)),
-            "rater_obs": np.asarray(obs.iloc[:, 1].astype(object)),
-            "rating_obs": np.asarray(obs.iloc[:, 2].astype(object)),
-        }
-        dims = {**dims, "item_obs": ["rating_index"], "rater_obs": ["rating_index"], "rating_obs": ["rating_index"]}
-        return az.from_dict(
-            posterior=posterior,
-            log_likelihood=log_lik or None,
-            sample_stats={k: np.asarray(v) for k, v in self.sample_stats.items()},
-            observed_data=observed,
-            coords=self._coords,
-            dims=dims,
-            attrs={
-                "model": self.model.name,
-                "method": self.method,
-                "engine": self.engine,
-                "stan_version": str(self.settings.get("stan_version", "")),
-                "inference_library": "pyrater",
-            },
-        )
+            out["log_likelihood"] = self._dataset({"log_lik": self._expand_units(np.asarray(self.draws["log_lik"]))})
+        if self.sample_stats:
+            out["sample_stats"] = self._dataset({k: np.asarray(v) for k, v in self.sample_stats.items()})
+        out["observed_data"] = self._observed_data()
+        return out
 
-    @cached_property
-    def _diagnostics(self) -> pd.DataFrame:
-        import arviz as az
-
+    def _diagnostic_draws(self) -> tuple[np.ndarray, list[str]]:
+        """(chain, draw, P) draws of pi, theta and the model-specific parameters, with their names."""
         pi = np.asarray(self.draws["pi"])
         theta = self._theta_chains()
         C, S = pi.shape[:2]
-        flat = np.concatenate([pi, theta.reshape(C, S, -1)], axis=2)
         pi_names, theta_names = parameter_names(self.data)
-        # arviz works on (chain, draw, *shape) arrays directly
-        ds = az.convert_to_dataset({"x": flat})
-        rhat = az.rhat(ds)["x"].to_numpy()
-        ess_bulk = az.ess(ds, method="bulk")["x"].to_numpy()
-        ess_tail = az.ess(ds, method="tail")["x"].to_numpy()
-        table = pd.DataFrame(
-            {"rhat": rhat, "ess_bulk": ess_bulk, "ess_tail": ess_tail},
-            index=pd.Index(pi_names + theta_names, name="parameter"),
+        blocks, names = [pi, theta.reshape(C, S, -1)], pi_names + theta_names
+        coords = self._coords()
+        for name in EXTRA_PARAMETERS:
+            if name not in self.draws:
+                continue
+            arr = np.asarray(self.draws[name])
+            dims = var_dims(name, arr.shape[2:])
+            labels = [[str(v) for v in coords.get(dim, range(size))] for dim, size in zip(dims, arr.shape[2:])]
+            blocks.append(arr.reshape(C, S, -1))
+            names += [f"{name}[{', '.join(combo)}]" for combo in itertools.product(*labels)]
+        return np.concatenate(blocks, axis=2), names
+
+    @cached_property
+    def _diagnostics(self) -> pd.DataFrame:
+        from . import _arviz
+
+        flat, names = self._diagnostic_draws()
+        return pd.DataFrame(
+            {"rhat": _arviz.rhat(flat), "ess_bulk": _arviz.ess(flat, "bulk"), "ess_tail": _arviz.ess(flat, "tail")},
+            index=pd.Index(names, name="parameter"),
         )
-        return table
 
     def _diagnostics_table(self) -> pd.DataFrame:
         return self._diagnostics
@@ -236,7 +189,10 @@ class MCMCFit(_StanFit):
     def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
         """Rhat, bulk and tail ESS per parameter, plus sampler problems.
 
-        Returns a DataFrame (one row per pi and theta entry); its ``attrs``
+        Returns a DataFrame with one row per entry of pi, theta and the
+        model's own parameters (the class-conditional model's ``p[rater,
+        category]``; the hierarchical model's ``mu[category, rating]`` and
+        ``sigma[category, rating]``, where a funnel would show); its ``attrs``
         hold ``divergences``, ``max_tree_depth_hits`` and ``max_rhat``.
         Warns when Rhat > 1.01 or there are divergent transitions.
         """
@@ -328,21 +284,7 @@ class OptimizeFit(_StanFit):
             "converged": bool(np.all(self.converged)) if np.size(self.converged) else None,
         }
 
-    def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
-        raise NotImplementedError("an optimisation fit has no MCMC draws to diagnose; refit with method='mcmc'")
-
-    def to_inference_data(self):
-        """ArviZ InferenceData holding the mode as a single draw (chain=1, draw=1).
-
-        Useful for uniform downstream code; LOO/WAIC need MCMC draws.
-        """
-        import arviz as az
-
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """The mode as a single draw (chain = draw = 1) and the observed data."""
         posterior = {k: np.asarray(v)[None, None] for k, v in self.params.items() if k != "log_lik"}
-        return az.from_dict(
-            posterior=posterior,
-            coords=self._coords,
-            dims={k: v for k, v in self._dims.items() if k in posterior},
-            attrs={"model": self.model.name, "method": self.method, "engine": self.engine,
-                   "stan_version": str(self.settings.get("stan_version", ""))},
-        )
+        return {"posterior": self._dataset(posterior), "observed_data": self._observed_data()}

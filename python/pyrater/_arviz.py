@@ -1,0 +1,266 @@
+"""The one module that knows which ArviZ line is installed.
+
+ArviZ 0.x (Python 3.11 and earlier) returns :class:`arviz.InferenceData`;
+ArviZ 1.x (Python >= 3.12) returns :class:`xarray.DataTree` and moved its
+statistics and plots to ``arviz_stats`` and ``arviz_plots`` with new names
+and fields.  The rest of pyrater calls the functions here and never looks at
+the version itself:
+
+* :func:`build` -- named ``xarray.Dataset`` groups to the line's posterior
+  object (same groups, variables, dims and coordinates on both lines);
+* :func:`groups`, :func:`has_group`, :func:`group` -- group access;
+* :func:`rhat`, :func:`ess` -- convergence diagnostics of ``(chain, draw, P)``
+  arrays (rank-normalised split Rhat; bulk ESS; tail ESS of the 5% and 95%
+  quantiles, ArviZ 0.x's default, passed explicitly on both lines);
+* :func:`loo` -- PSIS-LOO as a plain :class:`LooArrays` with the same field
+  names on both lines;
+* :func:`plot_trace`, :func:`plot_rank` -- a matplotlib Figure on both lines.
+
+ArviZ is imported lazily (it takes about a second to import).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+__all__ = [
+    "arviz_version",
+    "is_datatree_line",
+    "build",
+    "groups",
+    "has_group",
+    "group",
+    "rhat",
+    "ess",
+    "LooArrays",
+    "loo",
+    "plot_trace",
+    "plot_rank",
+]
+
+#: Quantiles whose ESS is the tail ESS (ArviZ 0.x's default; 1.x needs them given).
+TAIL_PROB = (0.05, 0.95)
+
+
+@functools.cache
+def _az():
+    with warnings.catch_warnings():
+        # ArviZ 0.23 announces the 1.x refactor on import
+        warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*", category=FutureWarning)
+        import arviz
+
+    return arviz
+
+
+def arviz_version() -> tuple[int, ...]:
+    """The installed ArviZ version as a tuple of integers, e.g. ``(0, 23, 4)``."""
+    parts = []
+    for piece in _az().__version__.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def is_datatree_line() -> bool:
+    """True on ArviZ 1.x (results are ``xarray.DataTree``), False on 0.x (``InferenceData``)."""
+    return arviz_version()[0] >= 1
+
+
+# ------------------------------------------------------------------ building
+def build(group_map: Mapping[str, xr.Dataset], attrs: Mapping[str, Any] | None = None):
+    """The line's posterior object from named groups.
+
+    Parameters
+    ----------
+    group_map : dict of str -> xarray.Dataset
+        ``posterior``, ``log_likelihood``, ``sample_stats``, ``observed_data``
+        (any subset, in that order), each with dims ``chain, draw`` first
+        where it holds draws.
+    attrs : dict, optional
+        Global attributes (the root's on 1.x, the object's on 0.x); they are
+        also set on every group, as ArviZ's converters do.
+
+    Returns
+    -------
+    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+    """
+    attrs = dict(attrs or {})
+    tagged = {}
+    for name, ds in group_map.items():
+        ds = ds.copy()
+        ds.attrs = {**attrs, **ds.attrs}
+        tagged[name] = ds
+    if is_datatree_line():
+        tree = xr.DataTree.from_dict({f"/{name}": ds for name, ds in tagged.items()})
+        tree.attrs = attrs
+        return tree
+    return _az().InferenceData(attrs=attrs, **tagged)
+
+
+def groups(obj) -> list[str]:
+    """Group names (without a leading slash) of an InferenceData or DataTree."""
+    if isinstance(obj, xr.DataTree):
+        return list(obj.children)
+    return list(obj.groups())
+
+
+def has_group(obj, name: str) -> bool:
+    """True when ``obj`` (InferenceData or DataTree) has group ``name``."""
+    return name in groups(obj)
+
+
+def group(obj, name: str) -> xr.Dataset:
+    """Group ``name`` of ``obj`` as an ``xarray.Dataset``."""
+    if isinstance(obj, xr.DataTree):
+        return obj[name].to_dataset()
+    return getattr(obj, name)
+
+
+# --------------------------------------------------------------- diagnostics
+def _check_draws(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 3:
+        raise ValueError(f"expected draws of shape (chain, draw, P); got shape {x.shape}")
+    return x
+
+
+def rhat(x: np.ndarray) -> np.ndarray:
+    """Rank-normalised split Rhat of each column of ``x`` (chain, draw, P) -> (P,).
+
+    NaN where it cannot be computed (a single chain, a constant column).
+    """
+    x = _check_draws(x)
+    az = _az()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if is_datatree_line():
+            return np.asarray(az.rhat(x, chain_axis=0, draw_axis=1), dtype=float)
+        return az.rhat(az.convert_to_dataset({"x": x}))["x"].to_numpy().astype(float)
+
+
+def ess(x: np.ndarray, method: str = "bulk") -> np.ndarray:
+    """Bulk or tail effective sample size of each column of ``x`` (chain, draw, P) -> (P,).
+
+    The tail ESS is the smaller ESS of the 5% and 95% quantiles.
+    """
+    if method not in ("bulk", "tail"):
+        raise ValueError(f"method must be 'bulk' or 'tail', got {method!r}")
+    x = _check_draws(x)
+    az = _az()
+    prob = TAIL_PROB if method == "tail" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if is_datatree_line():
+            return np.asarray(az.ess(x, method=method, prob=prob, chain_axis=0, draw_axis=1), dtype=float)
+        return az.ess(az.convert_to_dataset({"x": x}), method=method, prob=prob)["x"].to_numpy().astype(float)
+
+
+# ----------------------------------------------------------------------- LOO
+@dataclass(frozen=True)
+class LooArrays:
+    """PSIS-LOO of one log-likelihood variable, the same fields on both lines.
+
+    Attributes
+    ----------
+    elpd, se, p : float
+        Expected log pointwise predictive density (higher is better), its
+        standard error and the effective number of parameters.
+    elpd_i, pareto_k : array, shape (N,)
+        Pointwise values, in the order of the observation dim.
+    n_samples, n_data_points : int
+    warning : bool
+        ArviZ's warning flag (some Pareto k above ``good_k``).
+    good_k : float
+        ArviZ's Pareto k threshold for the sample size.
+    """
+
+    elpd: float
+    se: float
+    p: float
+    elpd_i: np.ndarray
+    pareto_k: np.ndarray
+    n_samples: int
+    n_data_points: int
+    warning: bool
+    good_k: float
+
+
+def loo(obj, var_name: str = "log_lik") -> LooArrays:
+    """PSIS-LOO (``az.loo(..., pointwise=True)``) of ``obj``'s log-likelihood ``var_name``."""
+    az = _az()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto distribution")
+        warnings.filterwarnings("ignore", message=".*[Pp]areto.*", category=UserWarning)
+        res = az.loo(obj, pointwise=True, var_name=var_name)
+    if is_datatree_line():
+        fields = {
+            "elpd": res.elpd, "se": res.se, "p": res.p, "elpd_i": res.elpd_i, "pareto_k": res.pareto_k,
+            "n_samples": res.n_samples, "n_data_points": res.n_data_points, "warning": res.warning,
+            "good_k": res.good_k,
+        }
+    else:  # ArviZ 0.x: a pandas Series with the ic's name in its fields
+        fields = {
+            "elpd": res["elpd_loo"], "se": res["se"], "p": res["p_loo"], "elpd_i": res["loo_i"],
+            "pareto_k": res["pareto_k"], "n_samples": res["n_samples"], "n_data_points": res["n_data_points"],
+            "warning": res["warning"], "good_k": res.get("good_k", 0.7),
+        }
+    return LooArrays(
+        elpd=float(fields["elpd"]),
+        se=float(fields["se"]),
+        p=float(fields["p"]),
+        elpd_i=np.asarray(fields["elpd_i"], dtype=float).ravel(),
+        pareto_k=np.asarray(fields["pareto_k"], dtype=float).ravel(),
+        n_samples=int(fields["n_samples"]),
+        n_data_points=int(fields["n_data_points"]),
+        warning=bool(fields["warning"]),
+        good_k=float(fields["good_k"]),
+    )
+
+
+# --------------------------------------------------------------------- plots
+def _figure_of(result):
+    """The matplotlib Figure behind an ArviZ plot result (axes array or PlotCollection)."""
+    viz = getattr(result, "viz", None)
+    if viz is not None:  # ArviZ 1.x PlotCollection
+        fig = viz["figure"]
+        return fig.item() if hasattr(fig, "item") else fig
+    return np.asarray(result).flat[0].figure
+
+
+@contextlib.contextmanager
+def _quiet_legacy_plots():
+    """ArviZ 0.x's plots call matplotlib APIs deprecated in matplotlib 3.11: not the user's concern."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"arviz\.")
+        yield
+
+
+def plot_trace(obj, var_names: Sequence[str], **kwargs):
+    """Trace plot (trace and marginal per variable) -> matplotlib Figure.
+
+    ``az.plot_trace`` on ArviZ 0.x, ``az.plot_trace_dist`` (matplotlib
+    backend) on 1.x; ``kwargs`` go to that function.
+    """
+    az = _az()
+    if is_datatree_line():
+        kwargs.setdefault("backend", "matplotlib")
+        return _figure_of(az.plot_trace_dist(obj, var_names=list(var_names), **kwargs))
+    with _quiet_legacy_plots():
+        return _figure_of(az.plot_trace(obj, var_names=list(var_names), **kwargs))
+
+
+def plot_rank(obj, var_names: Sequence[str], **kwargs):
+    """Rank plot per variable -> matplotlib Figure (``az.plot_rank`` on both lines)."""
+    az = _az()
+    if is_datatree_line():
+        kwargs.setdefault("backend", "matplotlib")
+        return _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
+    with _quiet_legacy_plots():
+        return _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
