@@ -41,6 +41,7 @@ __all__ = [
     "ess",
     "LooArrays",
     "loo",
+    "psislw",
     "plot_trace",
     "plot_rank",
 ]
@@ -240,6 +241,38 @@ def _quiet_legacy_plots():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"arviz\.")
         yield
+
+
+def psislw(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, float]:
+    """Pareto-smoothed log importance weights, normalised, and the Pareto k.
+
+    ``arviz.psislw`` on 0.x, ``arviz_stats.base.array_stats.psislw`` on 1.x.
+
+    Parameters
+    ----------
+    log_ratios : array, shape (S,)
+        Log importance ratios (target minus proposal log density).
+    r_eff : float
+        Relative efficiency of the draws (1 for independent draws).
+
+    Returns
+    -------
+    log_weights : array, shape (S,)
+        Smoothed log weights, normalised so that they log-sum-exp to 0.
+    k : float
+        Estimated Pareto shape of the ratios' tail.
+    """
+    if is_datatree_line():
+        from arviz_stats.base import array_stats
+
+        func, kwargs = array_stats.psislw, {"r_eff": r_eff}
+    else:
+        func, kwargs = _az().psislw, {"reff": r_eff}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lw, k = func(np.asarray(log_ratios, dtype=float), **kwargs)
+    lw = np.asarray(lw, dtype=float)
+    return lw - np.logaddexp.reduce(lw), float(np.asarray(k))
 
 
 def plot_trace(obj, var_names: Sequence[str], **kwargs):

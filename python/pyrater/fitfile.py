@@ -83,6 +83,7 @@ _FIT_CLASSES: dict[str, Any] = {
     "optimize": "pyrater.stanfit:OptimizeFit",
     "em_ml": "pyrater:EMFit",
     "em_map": "pyrater:EMFit",
+    "pathfinder": "pyrater.pathfinder:PathfinderFit",
 }
 
 # fields with their own place in the file

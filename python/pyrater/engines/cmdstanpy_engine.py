@@ -31,6 +31,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .. import _arviz
 from .base import (
     STAN_SAMPLE_STATS,
     Engine,
@@ -496,7 +497,7 @@ class CmdStanPyEngine(Engine):
         lp_approx = np.asarray(stats["lp_approx__"], dtype=float).ravel()
         n = lp.shape[0]
         values = self._variables(fit, (n,), self._declared(model))
-        log_weights, k = _psis(lp - lp_approx)
+        log_weights, k = _arviz.psislw(lp - lp_approx)
         rng = np.random.default_rng(seed)
         idx = rng.choice(n, size=draws, replace=True, p=np.exp(log_weights))
         messages = ""
@@ -555,24 +556,3 @@ class CmdStanPyEngine(Engine):
         except Exception as exc:
             raise StanDataError(f"Stan could not evaluate the generated quantities:\n{_stan_lines(str(exc))}") from None
         return {k: v[0] for k, v in self._variables(fit, (1,), self._declared(model)).items()}
-
-
-def _psis(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pareto-smoothed normalised log weights and Pareto k (ArviZ's psislw, r_eff = 1).
-
-    ``arviz.psislw`` in ArviZ 0.x, ``arviz_stats.base.array_stats.psislw`` in 1.x.
-    """
-    try:
-        from arviz import psislw
-
-        kwargs = {"reff": 1.0}
-    except ImportError:  # ArviZ 1.x
-        from arviz_stats.base import array_stats
-
-        psislw, kwargs = array_stats.psislw, {"r_eff": 1.0}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lw, k = psislw(np.asarray(log_ratios, dtype=float), **kwargs)
-    lw = np.asarray(lw, dtype=float)
-    lw = lw - np.logaddexp.reduce(lw)  # exactly normalised for sampling
-    return lw, float(np.asarray(k))
