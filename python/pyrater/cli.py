@@ -17,8 +17,10 @@ and the exit status is 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -110,10 +112,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
+    from ._quiet import import_tqdm
     from .compare import compare
     from .fit import fit
+
+    tqdm = import_tqdm()
 
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
@@ -183,6 +186,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line, ``pyrater: warning: <message>`` (no Python source line)."""
+    print(f"pyrater: warning: {message}", file=file or sys.stderr)
+
+
+def _one_line_warnings(func):
+    """Run the command line with :func:`_show_warning` (the previous display restored afterwards)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_one_line_warnings
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -42,7 +42,9 @@ def loo(fit: Fit, warn: bool = True):
     with Pareto k > 0.7, for which the PSIS estimate is unreliable (a warning
     names them).
     """
-    import arviz as az
+    from ._quiet import import_arviz
+
+    az = import_arviz()
 
     idata = _idata(fit)
     with warnings.catch_warnings():
@@ -64,7 +66,9 @@ def loo(fit: Fit, warn: bool = True):
 
 def waic(fit: Fit):
     """WAIC (widely applicable information criterion) on the per-item log-likelihood."""
-    import arviz as az
+    from ._quiet import import_arviz
+
+    az = import_arviz()
 
     idata = _idata(fit)
     with warnings.catch_warnings():
@@ -97,7 +101,9 @@ def compare(fits: Mapping[str, Fit], ic: str = "loo") -> pd.DataFrame:
         ``elpd_diff`` and its standard error ``dse`` relative to the best,
         ``weight``, ``se``, ``warning``.
     """
-    import arviz as az
+    from ._quiet import import_arviz
+
+    az = import_arviz()
 
     if ic not in ("loo", "waic"):
         raise ValueError(f"ic must be 'loo' or 'waic', got {ic!r}")

@@ -185,7 +185,9 @@ def _mcmc_idata(fit: Fit):
 
 def plot_trace(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
     """Trace plots through ArviZ (``az.plot_trace``); returns the Figure."""
-    import arviz as az
+    from ._quiet import import_arviz
+
+    az = import_arviz()
 
     axes = az.plot_trace(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
     return np.asarray(axes).flat[0].figure
@@ -193,7 +195,9 @@ def plot_trace(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
 
 def plot_rank(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
     """Rank plots through ArviZ (``az.plot_rank``); returns the Figure."""
-    import arviz as az
+    from ._quiet import import_arviz
+
+    az = import_arviz()
 
     axes = az.plot_rank(_mcmc_idata(fit), var_names=list(var_names), **kwargs)
     return np.asarray(axes).flat[0].figure

@@ -179,7 +179,9 @@ class MCMCFit(_StanFit):
         its tally, so LOO treats items as the unit), ``sample_stats`` and
         ``observed_data`` (the ratings in long form).
         """
-        import arviz as az
+        from ._quiet import import_arviz
+
+        az = import_arviz()
 
         dims = self._dims
         posterior = {k: np.asarray(v) for k, v in self.draws.items() if k != "log_lik"}
@@ -210,7 +212,9 @@ class MCMCFit(_StanFit):
 
     @cached_property
     def _diagnostics(self) -> pd.DataFrame:
-        import arviz as az
+        from ._quiet import import_arviz
+
+        az = import_arviz()
 
         pi = np.asarray(self.draws["pi"])
         theta = self._theta_chains()
@@ -333,7 +337,9 @@ class OptimizeFit(_StanFit):
 
         Useful for uniform downstream code; LOO/WAIC need MCMC draws.
         """
-        import arviz as az
+        from ._quiet import import_arviz
+
+        az = import_arviz()
 
         posterior = {k: np.asarray(v)[None, None] for k, v in self.params.items() if k != "log_lik"}
         return az.from_dict(

@@ -62,9 +62,10 @@ import warnings
 
 import numpy as np
 import pandas as pd
+
+from .._quiet import import_tqdm
 from scipy import stats
 from scipy.special import expit
-from tqdm.auto import tqdm
 
 from ._data import read_population, read_test, read_validation
 from .estimation import (
@@ -76,6 +77,8 @@ from .estimation import (
     validation_patterns,
 )
 from .orthant import encode_patterns, orthant_log_prob, sobol_points
+
+tqdm = import_tqdm()
 
 __all__ = [
     "ProbitDawidSkene",
