@@ -293,39 +293,41 @@ def _check_rating_values(values: np.ndarray, where: Callable[[int], str], what: 
     a non-integer among integers.
     """
     values = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
-    if values.size == 0:
+    if values.size == 0 or values.dtype.kind in "iub":
         return
-    if values.dtype.kind in "iub":
-        return
-    if values.dtype.kind == "f":
+    if values.dtype.kind == "f":  # vectorised: no per-rating Python work
         finite = np.isfinite(values)
-        kinds_of = np.where(~finite, "nonfinite", np.where(np.mod(np.where(finite, values, 0), 1) == 0, "integer", "fraction"))
-    else:
+        with np.errstate(invalid="ignore"):
+            fraction = finite & (np.mod(values, 1) != 0)
+        nonfinite, text, integer = ~finite, np.zeros(values.size, dtype=bool), finite & ~fraction
+    else:  # classify the distinct values only
         inv, uniques = pd.factorize(values)
-        kinds_of = np.array([_value_kind(v) for v in uniques], dtype=object)[inv]
-    kinds_of = np.asarray(kinds_of, dtype=object)
+        kinds = np.array([_value_kind(v) for v in uniques], dtype=object)
+        code = {k: np.flatnonzero(kinds == k) for k in ("integer", "fraction", "nonfinite", "text")}
 
-    def report(mask: np.ndarray, text: str) -> None:
-        rows = np.flatnonzero(mask)
+        def mask(kind: str) -> np.ndarray:
+            return np.isin(inv, code[kind])
+
+        integer, fraction, nonfinite, text = mask("integer"), mask("fraction"), mask("nonfinite"), mask("text")
+
+    def report(bad: np.ndarray, what_is_wrong: str) -> None:
+        rows = np.flatnonzero(bad)
         shown = "; ".join(f"{where(r)}: {_r(values[r])}" for r in rows[:5])
         if rows.size > 5:
             shown += f"; ... ({rows.size - 5} more)"
-        problems.append(f"{what} {text} ({shown}); {_declare_hint(values)}")
+        problems.append(f"{what} {what_is_wrong} ({shown}); {_declare_hint(values)}")
 
-    nonfinite = kinds_of == "nonfinite"
+    holds, mixes = ("hold", "mix") if what.startswith("the ") else ("holds", "mixes")  # "the rater columns"
     if nonfinite.any():
-        report(nonfinite, "holds non-finite numbers")
-    text = kinds_of == "text"
-    number = (kinds_of == "integer") | (kinds_of == "fraction")
+        report(nonfinite, f"{holds} non-finite numbers")
+    number = integer | fraction
     if text.any() and number.any():
         if text.sum() <= number.sum():
-            report(text, "mixes numbers and text: text ratings among numbers")
+            report(text, f"{mixes} numbers and text: text ratings among numbers")
         else:
-            report(number, "mixes numbers and text: numeric ratings among text")
-    elif number.any():
-        fraction = kinds_of == "fraction"
-        if fraction.any() and (kinds_of == "integer").any():
-            report(fraction, "holds non-integer numbers among integers")
+            report(number, f"{mixes} numbers and text: numeric ratings among text")
+    elif fraction.any() and integer.any():
+        report(fraction, f"{holds} non-integer numbers among integers")
 
 
 _TALLY_NAMES = ("n", "count", "counts", "tally", "freq", "frequency", "weight", "weights")
@@ -337,6 +339,9 @@ def _column_kinds(col: pd.Series) -> tuple[set[str], np.ndarray]:
     if values.dtype.kind in "iu":
         uniques = values.unique()
         return ({"integer"} if len(uniques) else set()), np.asarray(uniques)
+    if values.dtype.kind == "f":
+        uniques = values.unique()  # numeric unique first: no per-rating object conversion
+        return {_value_kind(float(v)) for v in uniques}, uniques
     uniques = pd.unique(values.to_numpy(dtype=object))
     return {_value_kind(v) for v in uniques}, uniques
 
@@ -963,8 +968,9 @@ class RatingData:
         column_reported = False if chosen else _check_rater_columns(df, raters, fmt, problems, categories is not None)
         if categories is None and not column_reported and any(c.dtype.kind not in "iub" for c in columns):
             r_idx, c_idx = np.nonzero(present)
+            numeric = all(c.dtype.kind in "iuf" for c in columns)  # vectorised path for numeric tables
             _check_rating_values(
-                block.to_numpy(dtype=object)[r_idx, c_idx] if block.shape[1] else np.empty(0, dtype=object),
+                block.to_numpy(dtype=float if numeric else object)[r_idx, c_idx],
                 lambda n: f"row {_r(df.index[r_idx[n]])}, column {_r(raters[c_idx[n]])}",
                 "the rater columns", problems,
             )
