@@ -253,7 +253,7 @@ def _category_index(
 
 def _declare_hint(values: np.ndarray) -> str:
     """How to declare the scale, with the values seen as the example."""
-    seen = pd.unique(np.asarray(values, dtype=object))
+    seen = [int(v) if _is_number(v) and np.isfinite(v) and float(v).is_integer() else v for v in pd.unique(np.asarray(values, dtype=object))]
     try:
         seen = sorted(seen, key=lambda v: (_value_kind(v) == "text", float(v) if _value_kind(v) != "text" else 0.0, str(v)))
     except (TypeError, ValueError):
