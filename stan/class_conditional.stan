@@ -85,8 +85,8 @@ transformed data {
     }
     ub[K * I + 1] = pos;
   }
-  // normalising constants of the priors (the kernels are added in the model block)
-  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha)) - J * sum(lbeta(beta1, beta2));
+  // normalising constant of the Dirichlet prior (its kernel is added in the model block)
+  real prior_const = lgamma(sum(alpha)) - sum(lgamma(alpha));
 }
 parameters {
   simplex[K] pi;                            // prevalence of the true classes
@@ -97,7 +97,7 @@ model {
   vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(p), log_pi'));
   target += prior_const + dot_product(alpha - 1, log_pi);
   for (j in 1:J) {
-    target += beta_lupdf(p[j] | beta1, beta2);
+    target += beta_lpdf(p[j] | beta1, beta2);  // full density: right whether or not Stan drops constants
   }
   target += dot_product(weight_v, unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt),
                                                I, known));

@@ -1,4 +1,9 @@
-"""Shared fixtures: the data in ../shared (skipped cleanly where absent); the Stan engines."""
+"""Shared fixtures: the data in ../shared (skipped cleanly where absent); the Stan engines.
+
+The anaesthesia and caries data ship with the package (pyrater.datasets) and
+are read from there; the large gold-labelled sets need ``PYRATER_SHARED_DATA``
+(default ``../shared/data``).
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,24 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PYRATER_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+def packaged_file(name: str) -> Path:
+    """Path of a data set shipped inside the package (``pyrater/_datasets``)."""
+    from importlib import resources
+
+    return Path(str(resources.files("pyrater").joinpath("_datasets", name)))
+
+
+PACKAGED = ("anesthesia.csv", "caries.csv")  # shipped with pyrater: no ../shared needed
+
+
 def shared_file(*parts: str) -> Path:
-    """Path to a file under ../shared/data, or skip the test when absent."""
+    """Path to a file under ../shared/data, or skip the test when absent.
+
+    The small classic data sets (anesthesia.csv, caries.csv) come from the
+    package itself, so tests needing only them never skip.
+    """
+    if len(parts) == 1 and parts[0] in PACKAGED:
+        return packaged_file(parts[0])
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"shared data not available: {path}")

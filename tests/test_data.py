@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -13,7 +14,7 @@ from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyrater.data import RatingData, RatingDataError, as_rating_data
+from pyrater.data import RatingData, RatingDataError, UnratedItemsWarning, as_rating_data
 
 
 def _tuples(df: pd.DataFrame, cols=("item", "rater", "rating")) -> Counter:
@@ -157,15 +158,16 @@ def test_from_long_custom_columns_and_declared_scale():
 
 def test_from_wide_missing_means_not_rated():
     w = pd.DataFrame({"r1": [1.0, 2.0, np.nan], "r2": [2.0, np.nan, np.nan]}, index=["a", "b", "c"])
-    d = RatingData.from_wide(w)
+    with pytest.warns(UnratedItemsWarning, match=r"1 item has no rating .* dropped \(rows 'c'\)"):
+        d = RatingData.from_wide(w)
     assert list(d.categories) == [1, 2] and d.categories.dtype == np.int64  # 1.0 -> 1
-    assert (d.n_units, d.n_raters, d.n_ratings) == (3, 2, 3)
-    assert list(d.unit_labels) == ["a", "b", "c"]  # unrated item c is kept
-    assert d.counts.toarray()[2].sum() == 0
+    assert (d.n_units, d.n_raters, d.n_ratings) == (2, 2, 3)
+    assert list(d.unit_labels) == ["a", "b"]  # unrated item c is dropped, with the warning
     assert _tuples(d.to_long()) == Counter({("a", "r1", 1): 1, ("a", "r2", 2): 1, ("b", "r1", 2): 1})
     # item labels from a column instead of the index; raters chosen explicitly
     w2 = w.reset_index(names="id").assign(note="x")
-    d2 = RatingData.from_wide(w2, item="id", raters=["r1", "r2"])
+    with pytest.warns(UnratedItemsWarning):
+        d2 = RatingData.from_wide(w2, item="id", raters=["r1", "r2"])
     assert d2.equals(d) and d2.unit_labels.name == "id"
 
 
@@ -623,16 +625,23 @@ def test_roundtrip_long_with_repeats(case):
 def test_roundtrip_wide_grouped_wide(case):
     w, cats = case
     before = w.copy(deep=True)
-    d = RatingData.from_wide(w, categories=cats)
+    rated = w.notna().any(axis=1).to_numpy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnratedItemsWarning)
+        d = RatingData.from_wide(w, categories=cats)
+    # rows without any rating are dropped, with one warning counting them
+    assert len(caught) == int((~rated).any()) and d.n_units == rated.sum()
+    if (~rated).any():
+        assert f"{(~rated).sum()} item" in str(caught[0].message)
     g = d.to_grouped()
-    assert g["n"].sum() == len(w)
+    assert g["n"].sum() == rated.sum()
     assert not g.drop(columns="n").duplicated().any()
     dg = RatingData.from_grouped(g)
     assert dg.n_items == d.n_items and list(dg.categories) == list(cats)
     assert list(dg.rater_labels) == list(w.columns)
     w2 = dg.to_wide()
     assert list(w2.columns) == list(w.columns)
-    assert _rows(w2) == _rows(w)  # same rows up to item order and labels
+    assert _rows(w2) == _rows(w[rated])  # same rows up to item order and labels
     pd.testing.assert_frame_equal(w, before)
 
 

@@ -580,11 +580,11 @@ def test_wide_input_with_an_unrated_item():
         {"r1": [1, 2, 1, 2, np.nan, 1], "r2": [1, 2, 2, 2, np.nan, 1], "r3": [1, 1, 1, 2, np.nan, 2]},
         index=pd.Index(list("abcdef"), name="item"),
     )
-    fit = em(wide, data_format="wide", method="map")
+    with pytest.warns(UserWarning, match="1 item has no rating"):
+        fit = em(wide, data_format="wide", method="map")
     probs = fit.class_probabilities()
-    assert list(probs.index) == list("abcdef")
-    # an item nobody rated gets the prevalence
-    np.testing.assert_allclose(probs.loc["e"].to_numpy(), fit.pi, rtol=1e-12)
+    # an item nobody rated is dropped, with a warning (it would only get the prevalence)
+    assert list(probs.index) == list("abcdf")
 
 
 def test_ml_classes_are_aligned_with_the_ratings_whatever_the_start():

@@ -166,6 +166,16 @@ def test_score_arrays_and_labelled_score_agree():
     t = score(probs, truth)
     for key in s:
         assert t[key] == pytest.approx(s[key])
+    # a gold table (item, label), as read from a CSV, gives the same scores
+    gold = pd.DataFrame({"item": list(truth.index), "label": list(truth)})
+    for table in (gold, gold.rename(columns={"item": "id", "label": "gold"}), gold.set_index("item")):
+        u = score(probs, table)
+        for key in s:
+            assert u[key] == pytest.approx(s[key])
+    with pytest.raises(ValueError, match="more than one gold label"):
+        score(probs, pd.concat([gold, gold.iloc[:1]]))
+    with pytest.raises(ValueError, match="columns 'item' and 'label'"):
+        score(probs, gold.rename(columns={"item": "id"}).assign(extra=1))
     with pytest.raises(ValueError, match="not rows"):
         score(probs, pd.Series({"nope": "lo"}))
     with pytest.raises(ValueError, match="categories"):

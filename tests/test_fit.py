@@ -21,7 +21,8 @@ pytestmark = pytest.mark.stan
 def example_fit(stan_engine):
     """Small MCMC fit on data with string labels and repeated ratings."""
     data = pyrater.RatingData.from_long(example_ratings(n_items=60), categories=EXAMPLE_CATEGORIES)
-    return fit(data, "dawid_skene", chains=2, warmup=500, draws=500, seed=3, progress=False, engine=stan_engine)
+    # 4 chains: with 2, the largest of 57 Rhat estimates crossed 1.01 (1.0103) on a converged fit (a printed warning)
+    return fit(data, "dawid_skene", chains=4, warmup=500, draws=500, seed=3, progress=False, engine=stan_engine)
 
 
 # --------------------------------------------------- acceptance: anaesthesia
@@ -187,6 +188,8 @@ def _truth(model: str) -> dict:
     return {"pi": PI_SIM, "mu": mu, "sigma": np.full((K, K), 0.4)}
 
 
+# short chains by design; the test asserts its own convergence criterion (max Rhat < 1.05) below
+@pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")
 @pytest.mark.parametrize("model", ["dawid_skene", "hierarchical", "class_conditional", "homogeneous"])
 def test_mcmc_recovers_simulated_truth(model, stan_engine):
     sim = simulate(model, n_items=400, n_raters=6, n_categories=K_SIM, raters_per_item=4, seed=21, **_truth(model))

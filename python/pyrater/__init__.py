@@ -15,7 +15,7 @@ simulate
     Simulated data with known truth.
 """
 
-from . import evaluate, kernel, lcm, plots, probit
+from . import datasets, evaluate, kernel, lcm, plots, probit
 from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
@@ -76,6 +76,7 @@ __all__ = [
     "posterior_predictive_check",
     "PPCResult",
     "evaluate",
+    "datasets",
     "majority_vote",
     "score",
     "lcm",

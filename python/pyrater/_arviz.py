@@ -52,12 +52,9 @@ TAIL_PROB = (0.05, 0.95)
 
 @functools.cache
 def _az():
-    with warnings.catch_warnings():
-        # ArviZ 0.23 announces the 1.x refactor on import
-        warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*", category=FutureWarning)
-        import arviz
+    from ._quiet import import_arviz  # without ArviZ 0.x's refactor FutureWarning
 
-    return arviz
+    return import_arviz()
 
 
 def arviz_version() -> tuple[int, ...]:

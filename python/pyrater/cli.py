@@ -27,6 +27,7 @@ shows the full traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import sys
@@ -346,10 +347,12 @@ COMPARE_NOTE = (
 def _cmd_compare(args: argparse.Namespace) -> int:
     if len(set(args.models)) < 2:
         raise CLIError(f"compare needs at least two different models (--models), got {args.models}")
-    from tqdm.auto import tqdm
+    from ._quiet import import_tqdm
 
     from .compare import compare
     from .fit import fit
+
+    tqdm = import_tqdm()
 
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
@@ -502,6 +505,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line, ``pyrater: warning: <message>`` (no Python source line)."""
+    print(f"pyrater: warning: {message}", file=file or sys.stderr)
+
+
+def _one_line_warnings(func):
+    """Run the command line with :func:`_show_warning` (the previous display restored afterwards)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_one_line_warnings
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

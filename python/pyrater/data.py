@@ -52,21 +52,28 @@ Validation
 ----------
 Constructors check everything before any work and report every problem in
 one :class:`RatingDataError`: which column, which values and rows, and what
-was expected.  The caller's DataFrame is never modified.
+was expected.  The caller's DataFrame is never modified.  Without declared
+``categories``, ratings that look like typos (numbers mixed with text, a
+non-integer among integers, a non-finite number) are errors; categories
+seen only a handful of times are listed in the repr.  Wide and grouped rows
+without any rating are dropped with an :class:`UnratedItemsWarning`; in a
+wide table, a tally-like or text column taken as a rater by default is an
+error naming it.
 """
 
 from __future__ import annotations
 
 import difflib
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-__all__ = ["RatingData", "RatingDataError", "as_rating_data"]
+__all__ = ["RatingData", "RatingDataError", "UnratedItemsWarning", "as_rating_data"]
 
 DataFormat = Literal["long", "wide", "grouped"]
 _FORMATS = ("long", "wide", "grouped")
@@ -74,6 +81,15 @@ _FORMATS = ("long", "wide", "grouped")
 
 class RatingDataError(ValueError):
     """Invalid rating data.  The message lists every problem found."""
+
+
+RARE_COUNT = 5
+"""A category given fewer times than this (and in under RARE_SHARE of the ratings) is reported as rare."""
+RARE_SHARE = 0.05
+
+
+class UnratedItemsWarning(UserWarning):
+    """Rows of a wide or grouped table without any rating were dropped."""
 
 
 def _raise(problems: list[str], hint: str | None = None) -> None:
@@ -130,7 +146,9 @@ def _tidy_index(labels: Any) -> pd.Index:
     idx = pd.Index(labels)
     if idx.dtype.kind == "f":
         arr = idx.to_numpy()
-        if arr.size and np.all(np.mod(arr, 1) == 0):
+        with np.errstate(invalid="ignore"):
+            integral = arr.size and np.all(np.mod(arr, 1) == 0)
+        if integral:
             return pd.Index(arr.astype(np.int64), name=idx.name)
         return idx
     if idx.dtype == object and len(idx):
@@ -142,7 +160,9 @@ def _tidy_index(labels: Any) -> pd.Index:
                 return idx
         if kind in ("floating", "mixed-integer-float"):
             arr = idx.to_numpy().astype(float)
-            if np.all(np.mod(arr, 1) == 0):
+            with np.errstate(invalid="ignore"):
+                integral = np.all(np.mod(arr, 1) == 0)
+            if integral:
                 return pd.Index(arr.astype(np.int64), name=idx.name)
             return pd.Index(arr, name=idx.name)
         if kind in _MIXED_KINDS:
@@ -229,6 +249,154 @@ def _category_index(
             "declare the scale with categories=[...] if some levels were never used"
         )
     return cats
+
+
+def _declare_hint(values: np.ndarray) -> str:
+    """How to declare the scale, with the values seen as the example."""
+    seen = [int(v) if _is_number(v) and np.isfinite(v) and float(v).is_integer() else v for v in pd.unique(np.asarray(values, dtype=object))]
+    try:
+        seen = sorted(seen, key=lambda v: (_value_kind(v) == "text", float(v) if _value_kind(v) != "text" else 0.0, str(v)))
+    except (TypeError, ValueError):
+        seen = list(seen)
+    listed = ", ".join(_r(v) for v in seen[:12]) + (", ..." if len(seen) > 12 else "")
+    cli = ",".join(str(v) for v in seen[:12]) + (",..." if len(seen) > 12 else "")
+    return (
+        f"if these are genuine categories, declare the scale explicitly: categories=[{listed}] "
+        f"(command line: --categories {cli}); otherwise correct or drop those ratings"
+    )
+
+
+def _value_kind(v: Any) -> str:
+    """'integer', 'fraction', 'nonfinite' (numbers, or text that reads as one) or 'text'."""
+    if isinstance(v, (bool, np.bool_)):
+        return "text"
+    if isinstance(v, str):
+        try:
+            f = float(v)
+        except ValueError:
+            return "text"
+    elif _is_number(v):
+        f = float(v)
+    else:
+        return "text"
+    if not np.isfinite(f):
+        return "nonfinite"
+    return "integer" if f.is_integer() else "fraction"
+
+
+def _check_rating_values(values: np.ndarray, where: Callable[[int], str], what: str, problems: list[str]) -> None:
+    """Ratings that look like typos when no scale is declared (rule of issue 13, item 2).
+
+    ``values`` are the given (non-missing) ratings and ``where(n)`` says where
+    rating ``n`` is (e.g. ``"row 7"``).  Reported, naming the rows and values:
+    a non-finite number; numbers mixed with text (the rarer kind is named);
+    a non-integer among integers.
+    """
+    values = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if values.size == 0 or values.dtype.kind in "iub":
+        return
+    if values.dtype.kind == "f":  # vectorised: no per-rating Python work
+        finite = np.isfinite(values)
+        with np.errstate(invalid="ignore"):
+            fraction = finite & (np.mod(values, 1) != 0)
+        nonfinite, text, integer = ~finite, np.zeros(values.size, dtype=bool), finite & ~fraction
+    else:  # classify the distinct values only
+        inv, uniques = pd.factorize(values)
+        kinds = np.array([_value_kind(v) for v in uniques], dtype=object)
+        code = {k: np.flatnonzero(kinds == k) for k in ("integer", "fraction", "nonfinite", "text")}
+
+        def mask(kind: str) -> np.ndarray:
+            return np.isin(inv, code[kind])
+
+        integer, fraction, nonfinite, text = mask("integer"), mask("fraction"), mask("nonfinite"), mask("text")
+
+    def report(bad: np.ndarray, what_is_wrong: str) -> None:
+        rows = np.flatnonzero(bad)
+        shown = "; ".join(f"{where(r)}: {_r(values[r])}" for r in rows[:5])
+        if rows.size > 5:
+            shown += f"; ... ({rows.size - 5} more)"
+        problems.append(f"{what} {what_is_wrong} ({shown}); {_declare_hint(values)}")
+
+    holds, mixes = ("hold", "mix") if what.startswith("the ") else ("holds", "mixes")  # "the rater columns"
+    if nonfinite.any():
+        report(nonfinite, f"{holds} non-finite numbers")
+    number = integer | fraction
+    if text.any() and number.any():
+        if text.sum() <= number.sum():
+            report(text, f"{mixes} numbers and text: text ratings among numbers")
+        else:
+            report(number, f"{mixes} numbers and text: numeric ratings among text")
+    elif fraction.any() and integer.any():
+        report(fraction, f"{holds} non-integer numbers among integers")
+
+
+_TALLY_NAMES = ("n", "count", "counts", "tally", "freq", "frequency", "weight", "weights")
+
+
+def _column_kinds(col: pd.Series) -> tuple[set[str], np.ndarray]:
+    """Kinds (see :func:`_value_kind`) and distinct values of a column's given entries."""
+    values = col.dropna()
+    if values.dtype.kind in "iu":
+        uniques = values.unique()
+        return ({"integer"} if len(uniques) else set()), np.asarray(uniques)
+    if values.dtype.kind == "f":
+        uniques = values.unique()  # numeric unique first: no per-rating object conversion
+        return {_value_kind(float(v)) for v in uniques}, uniques
+    uniques = pd.unique(values.to_numpy(dtype=object))
+    return {_value_kind(v) for v in uniques}, uniques
+
+
+def _check_rater_columns(df: pd.DataFrame, raters: list[Any], fmt: str, problems: list[str], scale_given: bool) -> bool:
+    """Columns taken as raters by default that look like something else.
+
+    A tally column in a wide table (by name, or integers mostly outside the
+    ratings of the other columns) and a text column among numeric rater
+    columns are reported, naming the column and suggesting ``format
+    grouped`` / ``raters=[...]``; the text check only when no scale is given
+    (declared or from categorical columns).  Returns True when a text column
+    was reported (the generic mixed-values message would repeat it).
+    """
+    if len(raters) < 2:
+        return False
+    kinds = {c: _column_kinds(df[c]) for c in raters}
+    hint_raters = "pass raters=[...] to name the rater columns (command line: give the table only rater columns)"
+    grouped_hint = "data_format='grouped' (command line: --format grouped --tally {0})"
+    if fmt == "wide":
+        for c in raters:
+            k, u = kinds[c]
+            if not k or k - {"integer"}:
+                continue
+            ints = np.asarray([float(v) for v in u])
+            if (ints < 0).any():
+                continue
+            others = [kinds[o] for o in raters if o != c]
+            other_values = {_canonical(v) for ok, ou in others if ok and not ok - {"integer"} for v in ou}
+            outside = [v for v in u if _canonical(v) not in other_values]
+            by_name = str(c).strip().lower() in _TALLY_NAMES
+            # a tally: mostly new values, several of them, reaching well beyond a small rating scale
+            by_values = (
+                all(ok and not ok - {"integer"} for ok, _ in others)
+                and 2 <= len(other_values) <= 20
+                and len(outside) >= max(3, len(u) / 2)
+                and ints.max() >= max(10.0, 2 * max(float(v) for v in other_values))
+            )
+            if by_name or by_values:
+                why = "its name" if by_name else f"its values ({_show(sorted(outside, key=float))}) lie far outside the other columns' ratings"
+                problems.append(
+                    f"column {_r(c)} looks like a tally of items per rating pattern, not a rater ({why}): "
+                    f"for grouped data use {grouped_hint.format(c)} with tally={_r(c)}; otherwise {hint_raters}"
+                )
+    text_cols = [c for c in raters if kinds[c][0] == {"text"}]
+    number_cols = [c for c in raters if kinds[c][0] and kinds[c][0] <= {"integer", "fraction"}]
+    if not scale_given and text_cols and number_cols and len(text_cols) < len(number_cols):
+        for c in text_cols:
+            problems.append(
+                f"column {_r(c)} holds text ({_show(kinds[c][1], 4)}) while the other rater columns hold numbers: "
+                f"it is probably not a rater; {hint_raters}"
+                + (" or item=... if it holds the item labels" if fmt == "wide" else "")
+            )
+        return True
+    return False
 
 
 def _encode(values: Any, cats: pd.Index) -> np.ndarray:
@@ -335,13 +503,44 @@ class RatingData:
         """True when units are rating patterns with tallies."""
         return self.source_format == "grouped"
 
+    @property
+    def n_ratings_total(self) -> int:
+        """Number of ratings the data stand for: :attr:`n_ratings` weighted by the tallies.
+
+        Equal to :attr:`n_ratings` for long and wide data; for grouped data
+        each pattern's ratings count once per item showing it.
+        """
+        return int(self.weight[self.unit].sum())
+
+    def rare_categories(self, max_count: int = RARE_COUNT, max_share: float = RARE_SHARE) -> pd.Series:
+        """Categories seen only a handful of times: possibly typos, or levels too rare to estimate.
+
+        A category is rare when it was given at least once but fewer than
+        ``max_count`` times (tallies applied) and in less than ``max_share``
+        of all ratings.  Declared but unused categories are not listed.
+
+        Returns
+        -------
+        Series
+            Number of ratings of each rare category, indexed by category.
+        """
+        n = self.rating_counts()
+        total = max(int(n.sum()), 1)
+        return n[(n > 0) & (n < max_count) & (n < max_share * total)]
+
     def __repr__(self) -> str:
-        kind = "patterns" if self.is_grouped else "items"
-        return (
-            f"RatingData({self.n_units} {kind}, {self.n_items} items, {self.n_raters} raters, "
-            f"{self.n_categories} categories {list(self.categories)}, {self.n_ratings} ratings, "
-            f"from {self.source_format} data)"
+        units = (
+            f"{self.n_units} patterns of {self.n_items} items" if self.is_grouped else f"{self.n_items} items"
         )
+        text = (
+            f"RatingData({units}, {self.n_raters} raters, {self.n_categories} categories "
+            f"{list(self.categories)}, {self.n_ratings_total} ratings, from {self.source_format} data"
+        )
+        rare = self.rare_categories()
+        if len(rare):
+            shown = ", ".join(f"{_r(c)} ({n} rating{'s' if n != 1 else ''})" for c, n in rare.items())
+            text += f"; rarely used categories: {shown}"
+        return text + ")"
 
     # --------------------------------------------------------- derived arrays
     @cached_property
@@ -435,7 +634,12 @@ class RatingData:
         categories : sequence, optional
             The full, ordered category scale.  Default: the categories of a
             categorical rating column, else the sorted observed ratings.
-            Declare it when some level never occurs.
+            Declare it when some level never occurs.  Without it, ratings
+            that look like typos are an error naming their rows: a column
+            mixing numbers and text (``"x"`` among 1-4), a non-integer among
+            integers (``1.5``) or a non-finite number (``inf``).  Rarely
+            used categories are listed in the repr
+            (:meth:`rare_categories`).
 
         Returns
         -------
@@ -482,6 +686,10 @@ class RatingData:
         present = ~col.isna().to_numpy()
         if categories is None and isinstance(col.dtype, pd.CategoricalDtype):
             categories = col.dtype.categories  # the column's own scale, unused levels included
+        if categories is None:
+            given = np.flatnonzero(present)
+            rows = df.index[given]
+            _check_rating_values(col.to_numpy()[given], lambda n: f"row {_r(rows[n])}", f"column {_r(rating)}", problems)
         cats = _category_index(col[present].unique(), categories, problems, what=f"column {_r(rating)}")
         codes = _encode(col, cats)
         bad = np.flatnonzero((codes < 0) & present)
@@ -660,14 +868,23 @@ class RatingData:
         Parameters
         ----------
         df : DataFrame
-            Missing values mean "not rated".  Items with no rating at all
-            are kept (their class probabilities are the prevalence).
+            Missing values mean "not rated".  Rows with no rating at all
+            are dropped with an :class:`UnratedItemsWarning` that counts
+            them (such an item says nothing about the raters, and its class
+            would only repeat the prevalence).
         raters : sequence of column names, optional
-            Default: every column except ``item``.
+            Default: every column except ``item``.  Taken by default, a
+            column that looks like a tally (named n, count, tally, freq, ...
+            or holding integers far outside the other columns' ratings) or a
+            text column among numeric rater columns is an error naming it:
+            pass ``raters`` to choose the rater columns, or read grouped
+            data with :meth:`from_grouped`.
         item : str, optional
             Column holding item labels.  Default: the DataFrame's index.
         categories : sequence, optional
-            The full, ordered category scale.
+            The full, ordered category scale.  Without it, ratings mixing
+            numbers and text, a non-integer among integers or a non-finite
+            number are an error (see :meth:`from_long`).
         """
         return cls._from_table(df, raters=raters, label_col=item, tally=None, categories=categories)
 
@@ -691,7 +908,11 @@ class RatingData:
         raters : sequence of column names, optional
             Default: every column except ``tally``.
         categories : sequence, optional
-            The full, ordered category scale.
+            The full, ordered category scale (checked as in :meth:`from_long`
+            when not given).
+
+        Pattern rows without any rating are dropped with an
+        :class:`UnratedItemsWarning` counting the items they stand for.
         """
         return cls._from_table(df, raters=raters, label_col=None, tally=tally, categories=categories)
 
@@ -713,6 +934,7 @@ class RatingData:
         missing = [_missing_column(c, role, df) for role, c in special.items() if c not in df.columns]
         if missing:
             _raise(missing, _suggest_format(df, fmt))
+        chosen = raters is not None
         if raters is None:
             raters = [c for c in df.columns if c not in special.values()]
         else:
@@ -743,6 +965,15 @@ class RatingData:
                     if not d.categories.equals(union):
                         union = union.append(d.categories[~d.categories.isin(union)])
                 categories = union
+        column_reported = False if chosen else _check_rater_columns(df, raters, fmt, problems, categories is not None)
+        if categories is None and not column_reported and any(c.dtype.kind not in "iub" for c in columns):
+            r_idx, c_idx = np.nonzero(present)
+            numeric = all(c.dtype.kind in "iuf" for c in columns)  # vectorised path for numeric tables
+            _check_rating_values(
+                block.to_numpy(dtype=float if numeric else object)[r_idx, c_idx],
+                lambda n: f"row {_r(df.index[r_idx[n]])}, column {_r(raters[c_idx[n]])}",
+                "the rater columns", problems,
+            )
         observed = [c[present[:, j]].unique() for j, c in enumerate(columns)]
         observed = np.concatenate([np.asarray(o, dtype=object) for o in observed]) if observed else []
         cats = _category_index(observed, categories, problems, what="the rater columns")
@@ -800,6 +1031,23 @@ class RatingData:
                         f"pattern row labels (the index) repeat: {dups}; reset it with df.reset_index(drop=True)"
                     )
         _raise(problems)
+        rated = (codes >= 0).any(axis=1)
+        rows_kept = df.index
+        if not rated.all():
+            dropped = np.flatnonzero(~rated)
+            what = (
+                f"{dropped.size} pattern rows (tally {int(weight[dropped].sum())} items)" if tally is not None
+                else f"{dropped.size} item{'s' if dropped.size != 1 else ''}"
+            )
+            warnings.warn(
+                f"{what} {'has' if dropped.size == 1 and tally is None else 'have'} no rating from any rater column "
+                f"and {'was' if dropped.size == 1 and tally is None else 'were'} dropped (rows {_show(df.index[dropped])}); "
+                "an unrated item carries no information about the raters and its class would only repeat the "
+                "prevalence",
+                UnratedItemsWarning,
+                stacklevel=3,
+            )
+            codes, weight, unit_labels, rows_kept = codes[rated], weight[rated], unit_labels[rated], df.index[rated]
         unit, rater_col = np.nonzero(codes >= 0)
         data = cls(
             unit=unit,
@@ -818,7 +1066,7 @@ class RatingData:
                 size = np.bincount(pattern)
                 groups = np.flatnonzero(size > 1)
                 shown = [
-                    f"rows {_show(df.index[np.flatnonzero(pattern == g)])} share one pattern" for g in groups[:5]
+                    f"rows {_show(rows_kept[np.flatnonzero(pattern == g)])} share one pattern" for g in groups[:5]
                 ]
                 if groups.size > 5:
                     shown.append(f"... ({groups.size - 5} more repeated patterns)")

@@ -1,5 +1,12 @@
 """Built-in example data.
 
+:func:`anesthesia` and :func:`caries` are the two classic small data sets
+that R's rater package ships (real ratings; sources in
+``pyrater/_datasets/SOURCE.md``): the anaesthesia data of Dawid and Skene
+(1979), long format, and the dental caries data of Espeland and Handelman
+(1989), grouped format.  They come with the package, so no download and no
+``../shared`` folder is needed.
+
 :func:`example_ratings` is a small, seeded clinical-style data set with
 string labels, an incomplete design and some repeated ratings: the example
 used by the README's main command (``pyrater demo``) and the notebooks.
@@ -8,16 +15,65 @@ It is simulated from the Dawid-Skene model, so the truth is known.
 
 from __future__ import annotations
 
+from importlib import resources
+
 import numpy as np
 import pandas as pd
 
 from .simulate import Simulation, simulate_dawid_skene
 
-__all__ = ["example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
+__all__ = ["anesthesia", "caries", "example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
 
 EXAMPLE_CATEGORIES = ("absent", "mild", "severe")
 EXAMPLE_RATERS = ("dr_adams", "dr_baker", "dr_chen", "dr_diaz", "dr_evans", "dr_fox")
 EXAMPLE_SEED = 2023
+
+
+def _read(name: str) -> pd.DataFrame:
+    with resources.files("pyrater").joinpath("_datasets", name).open("rb") as fh:
+        return pd.read_csv(fh)
+
+
+def anesthesia() -> pd.DataFrame:
+    """Anaesthetists' ratings of patients' pre-operative health (Dawid and Skene 1979).
+
+    45 patients (items) rated on a 4-point scale (1-4) by 5 anaesthetists
+    (raters 1-5); rater 1 rated every patient three times, the others once.
+
+    Returns
+    -------
+    DataFrame, shape (315, 3)
+        Long format: columns ``item``, ``rater``, ``rating`` (integers).
+        A fresh copy on every call.
+
+    Examples
+    --------
+    >>> from pyrater import RatingData
+    >>> RatingData.from_long(anesthesia()).n_items
+    45
+    """
+    return _read("anesthesia.csv")
+
+
+def caries() -> pd.DataFrame:
+    """Dentists' caries diagnoses from radiographs (Espeland and Handelman 1989).
+
+    3,859 tooth surfaces rated sound (1) or carious (2) by 5 dentists, as
+    the 32 distinct rating patterns with their tallies.
+
+    Returns
+    -------
+    DataFrame, shape (32, 6)
+        Grouped format: columns ``rater_1`` ... ``rater_5`` and the tally
+        ``n``.  A fresh copy on every call.
+
+    Examples
+    --------
+    >>> from pyrater import RatingData
+    >>> RatingData.from_grouped(caries(), tally="n").n_items
+    3859
+    """
+    return _read("caries.csv")
 
 
 def example_simulation(n_items: int = 150, seed: int = EXAMPLE_SEED) -> Simulation:

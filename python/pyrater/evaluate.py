@@ -348,10 +348,40 @@ def score_arrays(
 
 
 # --------------------------------------------------------- labelled layer
-def _align(probs: pd.DataFrame, truth: pd.Series | dict, pred: pd.Series | None):
+def _as_truth(truth: "pd.Series | pd.DataFrame | dict") -> pd.Series:
+    """Gold labels as a Series indexed by item.
+
+    A DataFrame gives its ``item`` and ``label`` columns, else its only two
+    columns (item, label), else its only column indexed by item.
+    """
+    if isinstance(truth, pd.Series):
+        return truth
+    if isinstance(truth, dict):
+        return pd.Series(truth)
+    if isinstance(truth, pd.DataFrame):
+        cols = list(truth.columns)
+        if "item" in cols and "label" in cols:
+            item, label = "item", "label"
+        elif len(cols) == 2:
+            item, label = cols
+        elif len(cols) == 1:
+            return truth.iloc[:, 0]
+        else:
+            raise ValueError(
+                f"truth DataFrame needs columns 'item' and 'label' (or exactly two columns: item, label); "
+                f"it has {cols}"
+            )
+        if truth[item].duplicated().any():
+            dup = pd.unique(truth[item][truth[item].duplicated()])
+            raise ValueError(f"truth gives items {list(dup[:8])} more than one gold label")
+        return pd.Series(truth[label].to_numpy(), index=pd.Index(truth[item].to_numpy(), name=item), name=label)
+    raise TypeError(f"truth must be a Series, dict or DataFrame (item, label); got {type(truth).__name__}")
+
+
+def _align(probs: pd.DataFrame, truth: "pd.Series | pd.DataFrame | dict", pred: pd.Series | None):
     if not isinstance(probs, pd.DataFrame):
         raise TypeError("probs must be a DataFrame, items x categories (e.g. fit.class_probabilities())")
-    truth = pd.Series(truth) if not isinstance(truth, pd.Series) else truth
+    truth = _as_truth(truth)
     items = truth.index.intersection(probs.index, sort=False)
     missing = truth.index.difference(probs.index)
     if len(missing):
@@ -375,7 +405,7 @@ def _align(probs: pd.DataFrame, truth: pd.Series | dict, pred: pd.Series | None)
 
 def score(
     probs: pd.DataFrame,
-    truth: "pd.Series | dict",
+    truth: "pd.Series | pd.DataFrame | dict",
     pred: pd.Series | None = None,
     n_bins: int = N_BINS,
 ) -> dict[str, float]:
@@ -386,9 +416,10 @@ def score(
     probs : DataFrame
         Items x categories, e.g. ``fit.class_probabilities()`` or
         ``majority_vote(data).probabilities``.
-    truth : Series or dict
-        ``{item: true category}``; only these items are scored (every one
-        must be a row of ``probs``).
+    truth : Series, dict or DataFrame
+        ``{item: true category}``, or a gold table with columns ``item`` and
+        ``label`` (or exactly two columns, item then label); only these items
+        are scored (every one must be a row of ``probs``).
     pred : Series, optional
         Predicted category per item (default: argmax of ``probs``, ties to
         the first category).

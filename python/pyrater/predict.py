@@ -4,7 +4,10 @@
 the true class of an observed item is drawn from ``P(z_i | y_i, pi_s,
 theta_s)`` (so ``(pi_s, theta_s, z_s)`` is a draw from the joint posterior),
 the class of a new item from ``pi_s``, and each rating from
-``theta_s[rater, z]``.  For optimisation and EM fits the single estimate
+``theta_s[rater, z]``.  One class is drawn per item: for grouped data the
+items sharing a rating pattern share its class posterior but are drawn
+independently (a multinomial split of the pattern's tally), so replicated
+data have the same spread from grouped and long forms of the same ratings.  For optimisation and EM fits the single estimate
 stands in for every draw (a plug-in predictive that ignores parameter
 uncertainty; the returned frame's ``attrs["plug_in"]`` says so).
 
@@ -20,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .data import _encode
 from .kernel import log_joint
 from .results import Fit
 
@@ -39,16 +43,40 @@ def _categorical(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
 
 
 def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Index]:
-    """Unit codes (-1 = new item), rater codes, new-item codes and the item labels of the design."""
+    """The design as codes: one true class is drawn per design *item*.
+
+    Returns
+    -------
+    item_unit : int array, shape (D,)
+        For each distinct item of the design, its unit (the item itself for
+        long and wide data, its rating pattern for grouped data), or -1 for
+        a new item.
+    item_of_row : int array, shape (R,)
+        Index into ``item_unit`` of each design row.
+    raters : int array, shape (R,)
+        Rater code of each design row.
+    labels : Index, length R
+        Item label of each design row.
+
+    Grouped data's items are labelled ``1 .. n_items`` in pattern order (as
+    in :meth:`RatingData.to_long`); a user design naming such items keeps
+    them as observed items of their pattern.
+    """
     data = fit.data
+    # the unit of every item the user can name: itself, or its pattern for grouped data
+    if data.is_grouped:
+        item_labels = pd.RangeIndex(1, data.n_items + 1, name="item")
+        unit_of_item = np.repeat(np.arange(data.n_units, dtype=np.int64), data.weight)
+    else:
+        item_labels = data.unit_labels
+        unit_of_item = np.arange(data.n_units, dtype=np.int64)
     if design is None:
         if data.is_grouped:
             long = data.to_long()
-            # grouped data: items are expanded; map each to its pattern
-            units = np.repeat(np.arange(data.n_units), data.weight)
             item_codes = long.iloc[:, 0].to_numpy() - 1
-            return units[item_codes], data.rater_labels.get_indexer(long.iloc[:, 1]), item_codes, pd.Index(long.iloc[:, 0])
-        return data.unit.copy(), data.rater.copy(), data.unit.copy(), data.unit_labels[data.unit]
+            raters = data.rater_labels.get_indexer(long.iloc[:, 1])
+            return unit_of_item, item_codes, raters, pd.Index(long.iloc[:, 0])
+        return unit_of_item, data.unit.copy(), data.rater.copy(), data.unit_labels[data.unit]
     if not isinstance(design, pd.DataFrame):
         raise TypeError(f"design must be a DataFrame with item and rater columns, got {type(design).__name__}")
     item_col, rater_col, _ = data.long_columns
@@ -60,9 +88,10 @@ def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np
         bad = pd.unique(design[rater_col].to_numpy()[raters < 0]).tolist()
         raise ValueError(f"design column {rater_col!r} has raters {bad[:8]} not in the fitted data")
     items = pd.Index(design[item_col])
-    units = data.unit_labels.get_indexer(items) if not data.is_grouped else np.full(len(items), -1)
-    new_items, _ = pd.factorize(items)
-    return units, raters, new_items, items
+    item_of_row, distinct = pd.factorize(items)
+    found = _encode(np.asarray(distinct, dtype=object), item_labels)  # exact, then type-blind ("7" finds 7)
+    item_unit = np.where(found >= 0, unit_of_item[np.maximum(found, 0)], -1)
+    return item_unit, item_of_row.astype(np.int64), raters, items
 
 
 def posterior_predict(
@@ -81,6 +110,9 @@ def posterior_predict(
         Rows of (item, rater) pairs to simulate, in the fitted data's column
         names; items not in the data are new items (class drawn from pi).
         Default: the observed design (every observed rating, repeats included).
+        For grouped data the items are ``1 .. n_items`` in pattern order (as
+        in ``fit.data.to_long()``); naming them keeps them observed items
+        of their pattern.
     draws : int
         Number of replicated data sets (posterior draws, spread evenly over
         the chains; for point fits, replicates at the estimate).
@@ -96,7 +128,7 @@ def posterior_predict(
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     rng = np.random.default_rng(seed)
     data = fit.data
-    units, raters, new_items, labels = _design_codes(fit, design)
+    item_unit, item_of_row, raters, labels = _design_codes(fit, design)
     if fit.has_draws:
         pi_all, theta_all = fit._draws()
         pick = np.linspace(0, pi_all.shape[0] - 1, draws).round().astype(int)
@@ -106,10 +138,8 @@ def posterior_predict(
         pi, theta = np.broadcast_to(p, (draws, *p.shape)), np.broadcast_to(t, (draws, *t.shape))
     known = getattr(fit, "known", None)
     known_arr = None if known is None else np.asarray(known)
-    observed = units >= 0
-    n_new = int(new_items[~observed].max()) + 1 if (~observed).any() else 0
-    new_index = np.unique(new_items[~observed], return_inverse=True)[1] if n_new else np.array([], dtype=int)
-    ratings = np.empty((draws, units.size), dtype=np.int64)
+    observed = item_unit >= 0
+    ratings = np.empty((draws, item_of_row.size), dtype=np.int64)
     for s in range(draws):
         lj = log_joint(data.counts, _log(pi[s]), _log(theta[s]))
         if known_arr is not None:
@@ -117,17 +147,16 @@ def posterior_predict(
             lj[rows] = -np.inf
             lj[rows, known_arr[rows]] = 0.0
         post = np.exp(lj - lj.max(axis=1, keepdims=True))
-        z_units = _categorical(rng, post)
-        z = np.empty(units.size, dtype=np.int64)
-        z[observed] = z_units[units[observed]]
-        if n_new:
-            z_new = _categorical(rng, np.broadcast_to(pi[s], (n_new, pi.shape[1])))
-            z[~observed] = z_new[new_index]
-        ratings[s] = _categorical(rng, theta[s][raters, z])
+        # one class per item, independently given (pi_s, theta_s): for grouped data the
+        # items of a pattern share its posterior but not its draw (a multinomial split)
+        z = np.empty(item_unit.size, dtype=np.int64)
+        z[observed] = _categorical(rng, post[item_unit[observed]])
+        z[~observed] = _categorical(rng, np.broadcast_to(pi[s], (int((~observed).sum()), pi.shape[1])))
+        ratings[s] = _categorical(rng, theta[s][raters, z[item_of_row]])
     item_col, rater_col, rating_col = data.long_columns
     out = pd.DataFrame(
         {
-            "draw": np.repeat(np.arange(draws), units.size),
+            "draw": np.repeat(np.arange(draws), item_of_row.size),
             item_col: np.tile(np.asarray(labels, dtype=object), draws),
             rater_col: np.tile(data.rater_labels.to_numpy()[raters], draws),
             rating_col: pd.Categorical.from_codes(ratings.ravel(), categories=data.categories),

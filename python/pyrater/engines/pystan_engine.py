@@ -307,7 +307,9 @@ class PystanEngine(Engine):
         bar = None
         if progress:
             try:
-                from tqdm.auto import tqdm
+                from .._quiet import import_tqdm
+
+                tqdm = import_tqdm()
 
                 bar = tqdm(total=total, desc=f"Sampling {chains} chains", unit="it", leave=False)
             except ImportError:  # pragma: no cover

@@ -22,7 +22,16 @@ simulate     simulated correlated annotators (tests, benchmark, calibration)
 calibration  the coverage study
 """
 
-from .bootstrap import DEFAULT_PROB, BootstrapSettings, GroupCounts, ProbitDawidSkene, estimate_prevalence
+from .bootstrap import (
+    DEFAULT_PROB,
+    BootstrapSettings,
+    GroupCounts,
+    PriorConflict,
+    PriorConflictWarning,
+    ProbitDawidSkene,
+    estimate_prevalence,
+    prior_conflict,
+)
 from .calibration import calibration_study, coverage_table
 from .estimation import (
     CORRELATION_METHODS,
@@ -46,6 +55,9 @@ __all__ = [
     "CORRELATION_METHODS",
     "estimate_parameters",
     "estimate_prevalence",
+    "prior_conflict",
+    "PriorConflict",
+    "PriorConflictWarning",
     "confusion_rates",
     "tetrachoric",
     "signed_probit_correlation",

@@ -21,7 +21,11 @@ The bootstrap (replicate ``b = 1..B``)
    rates and correlations (``resample_validation``);
 2. draw ``pi ~ Beta(a, b)`` (``pi="prior"``, default ``Beta(2, 10)``), or
    hold it fixed (``pi=<float>``), or estimate it from the (resampled) test
-   labels by maximum likelihood (``pi="estimate"``);
+   labels by maximum likelihood (``pi="estimate"``).  The prior is never
+   updated by the data: use ``"prior"`` only when it states real knowledge
+   of the test population's prevalence, else ``"estimate"`` (recommended);
+   a :class:`PriorConflictWarning` says when the test labels contradict the
+   prior;
 3. resample the test items within each group (``resample_test``);
 4. compute ``p_i = P(z_i = 1 | y_i)`` for every test item;
 5. draw ``z_i ~ Bernoulli(p_i)`` (``sample_z``; when off, ``sum_i p_i`` is
@@ -54,10 +58,14 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import warnings
+
 import numpy as np
 import pandas as pd
+
+from .._quiet import import_tqdm
+from scipy import stats
 from scipy.special import expit
-from tqdm.auto import tqdm
 
 from ._data import read_population, read_test, read_validation
 from .estimation import (
@@ -70,7 +78,18 @@ from .estimation import (
 )
 from .orthant import encode_patterns, orthant_log_prob, sobol_points
 
-__all__ = ["ProbitDawidSkene", "GroupCounts", "BootstrapSettings", "DEFAULT_PROB", "estimate_prevalence"]
+tqdm = import_tqdm()
+
+__all__ = [
+    "ProbitDawidSkene",
+    "GroupCounts",
+    "BootstrapSettings",
+    "DEFAULT_PROB",
+    "estimate_prevalence",
+    "PriorConflict",
+    "PriorConflictWarning",
+    "prior_conflict",
+]
 
 DEFAULT_PROB = 0.9
 PiOption = Literal["prior", "estimate"] | float
@@ -111,6 +130,93 @@ def estimate_prevalence(log_p1: np.ndarray, log_p0: np.ndarray, counts: np.ndarr
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+class PriorConflictWarning(UserWarning):
+    """The test labels contradict the prevalence prior of ``pi="prior"``."""
+
+
+@dataclass(frozen=True)
+class PriorConflict:
+    """Result of :func:`prior_conflict`.
+
+    Attributes
+    ----------
+    pi_hat : float
+        Maximum-likelihood prevalence of the test labels.
+    shift : array, shape (G,)
+        Per group, ``|m_prior - m_data| / sd_prior``: how far the prior
+        moves the centre of the group's count from what the data imply, in
+        standard deviations of the count under the prior.
+    coverage : array, shape (G,)
+        The coverage a central ``prob`` normal interval has when off centre
+        by ``shift`` standard deviations.
+    conflict : bool
+        The median group's coverage is below ``min_coverage``.
+    """
+
+    pi_hat: float
+    shift: np.ndarray
+    coverage: np.ndarray
+    conflict: bool
+
+
+def prior_conflict(
+    log_p1: np.ndarray,
+    log_p0: np.ndarray,
+    cell: np.ndarray,
+    pi_prior: tuple[float, float] = (2.0, 10.0),
+    prob: float = DEFAULT_PROB,
+    min_coverage: float = 0.8,
+    n_nodes: int = 200,
+) -> PriorConflict:
+    """Do the test labels contradict the Beta prior of ``pi="prior"`` enough to bias the counts?
+
+    Per group ``g`` with ``c_gq`` test items of pattern ``q`` and
+    ``p_q(pi) = P(z = 1 | y_q, pi)``:
+
+    * the data's centre ``m_data = sum_q c_gq p_q(pi_hat)``, at the
+      maximum-likelihood prevalence of all test labels;
+    * under the prior, the mean ``m_prior = E[sum_q c_gq p_q(pi)]`` and
+      variance ``E[sum_q c_gq p_q (1 - p_q)] + Var[sum_q c_gq p_q(pi)]``
+      over ``pi ~ Beta(a, b)`` (law of total variance; quadrature at
+      ``n_nodes`` prior quantiles): what the bootstrap's counts follow,
+      validation and test resampling aside;
+    * ``shift = |m_prior - m_data| / sd``, and the coverage of a central
+      ``prob`` normal interval off centre by that much:
+      ``Phi(z - shift) - Phi(-z - shift)``, ``z = Phi^-1((1 + prob) / 2)``.
+
+    A conflict is declared when the median group's coverage falls below
+    ``min_coverage`` (0.8 for nominal 0.9): the prior, never updated by the
+    data, then decides the counts more than the labels do.
+
+    Parameters
+    ----------
+    log_p1, log_p0 : arrays, shape (Q,)
+        ``log P(y_q | z = 1)`` and ``log P(y_q | z = 0)`` per test pattern.
+    cell : array, shape (G, Q)
+        Test items per group and pattern.
+    pi_prior : (a, b)
+    prob : float
+        Interval probability (default 0.9).
+    min_coverage : float
+        Coverage below which the prior is reported (default 0.8).
+    n_nodes : int
+        Quadrature nodes over the prior.
+    """
+    cell = np.atleast_2d(np.asarray(cell, dtype=float))
+    pi_hat = estimate_prevalence(log_p1, log_p0, cell.sum(axis=0))
+    nodes = stats.beta.ppf((np.arange(n_nodes) + 0.5) / n_nodes, *pi_prior)
+    p = np.stack([class_posterior(log_p1, log_p0, float(x)) for x in nodes])  # (nodes, Q)
+    mean_b = p @ cell.T  # (nodes, G)
+    var_b = (p * (1.0 - p)) @ cell.T
+    m_prior = mean_b.mean(axis=0)
+    sd = np.sqrt(var_b.mean(axis=0) + mean_b.var(axis=0))
+    m_data = cell @ class_posterior(log_p1, log_p0, pi_hat)
+    shift = np.divide(np.abs(m_prior - m_data), sd, out=np.zeros_like(sd), where=sd > 0)
+    z = stats.norm.ppf((1 + prob) / 2)
+    coverage = stats.norm.cdf(z - shift) - stats.norm.cdf(-z - shift)
+    return PriorConflict(pi_hat, shift, coverage, bool(np.median(coverage) < min_coverage))
 
 
 @dataclass(frozen=True)
@@ -504,6 +610,16 @@ class ProbitDawidSkene:
         pi : "prior", "estimate" or float
             Step 2: draw ``pi ~ Beta(*pi_prior)``; estimate it by maximum
             likelihood from the test labels in each replicate; or fix it.
+            ``"prior"`` (the default, as in the original method) is right
+            only when ``pi_prior`` states real knowledge of the test
+            population's prevalence: the prior is never updated, so a
+            prevalence far from it biases the counts (interval coverage
+            0.72 at prevalence 0.4 under Beta(2, 10)).  **Recommended:**
+            ``pi="estimate"`` unless you have such knowledge.  With
+            ``"prior"``, a :class:`PriorConflictWarning` is issued when the
+            test labels contradict the prior (:func:`prior_conflict`: the
+            prior moves the median group's count so far from what the labels
+            imply that a 90% interval would cover less than 80%).
         pi_prior : (a, b)
             Beta prior of ``pi`` (default (2, 10)).
         resample_validation, resample_test, sample_z : bool
@@ -540,6 +656,8 @@ class ProbitDawidSkene:
             raise ValueError(f"prob must be in (0, 1), got {prob!r}")
         rng = np.random.default_rng(seed)
         prep = self._prepare(validation, test, annotators, gold, group, population)
+        if isinstance(pi, str) and pi == "prior":
+            self._check_prior(prep, (a_pi, b_pi))
         show = progress if progress is not None else n_boot >= 2000
         ll = self._replicate_log_likelihoods(prep, n_boot, resample_validation, rng, progress=show)
         counts, expected, realisation, pis = _resample_and_sum(
@@ -595,6 +713,30 @@ class ProbitDawidSkene:
             vpats=vpats, vcounts=vcounts, tpats=tpats, cell=cell, n_g=n_g, groups=t.groups, population=pop,
             parameters=params,
         )
+
+    def _check_prior(self, prep: _Prepared, pi_prior: tuple[float, float]) -> PriorConflict:
+        """Warn (:class:`PriorConflictWarning`) when the test labels contradict the prevalence prior.
+
+        Uses the point estimates and its own fixed Sobol scrambling, so the
+        bootstrap's random stream is untouched.
+        """
+        J = len(prep.parameters.annotators)
+        points = sobol_points(self.n_qmc, max(J - 1, 1), np.random.default_rng(0))
+        ll = self.class_log_likelihood(prep.tpats, prep.parameters.mu, prep.parameters.R, points)
+        check = prior_conflict(ll[:, 1], ll[:, 0], prep.cell, pi_prior)
+        if check.conflict:
+            a, b = pi_prior
+            warnings.warn(
+                f"the test labels contradict the prevalence prior pi ~ Beta({a:g}, {b:g}) of pi='prior': their "
+                f"maximum-likelihood prevalence is {check.pi_hat:.3f} (prior mean {a / (a + b):.3f}), and the "
+                f"never-updated prior moves the median group's count {np.median(check.shift):.2f} standard "
+                f"deviations from what the labels imply, so a 90% interval would cover only about "
+                f"{np.median(check.coverage):.2f}.  Use pi='estimate' (recommended unless the prior states real "
+                "knowledge of the test population's prevalence), or a prior centred on it (pi_prior=(a, b))",
+                PriorConflictWarning,
+                stacklevel=3,
+            )
+        return check
 
     def _estimation_kw(self) -> dict[str, Any]:
         return dict(

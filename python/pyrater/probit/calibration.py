@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from .._quiet import import_tqdm
 from .bootstrap import BootstrapSettings, ProbitDawidSkene, _resample_and_sum
 from .simulate import equicorrelation, simulate_study
+
+tqdm = import_tqdm()
 
 __all__ = ["default_simulation", "default_models", "calibration_study", "coverage_table"]
 

@@ -1,0 +1,35 @@
+"""Imports of optional-display dependencies without their first-use noise.
+
+Two third-party messages reach users on a first use although nothing is
+wrong with their work: ArviZ 0.x's daily ``FutureWarning`` ("ArviZ is
+undergoing a major refactor", on import) and tqdm's "IProgress not found"
+(``tqdm.auto`` in Jupyter without ipywidgets, where it falls back to a text
+bar).  pyrater imports both through here, silencing exactly those two
+messages for the duration of the import; every other warning passes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import ModuleType
+from typing import Any
+
+__all__ = ["import_arviz", "import_tqdm"]
+
+
+def import_arviz() -> ModuleType:
+    """``import arviz``, without ArviZ 0.x's daily refactor FutureWarning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
+        import arviz
+
+    return arviz
+
+
+def import_tqdm() -> Any:
+    """``tqdm.auto.tqdm``, without the "IProgress not found" warning (text bar fallback)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*IProgress not found")
+        from tqdm.auto import tqdm
+
+    return tqdm
