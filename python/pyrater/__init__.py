@@ -15,7 +15,8 @@ simulate
     Simulated data with known truth.
 """
 
-from . import evaluate, kernel, lcm, plots, probit
+from . import calibration, evaluate, kernel, lcm, plots, probit
+from .calibration import CalibrationResult, calibrate
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
@@ -75,6 +76,9 @@ __all__ = [
     "evaluate",
     "majority_vote",
     "score",
+    "calibrate",
+    "CalibrationResult",
+    "calibration",
     "lcm",
     "probit",
 ]
