@@ -62,7 +62,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax
 
 from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
@@ -157,11 +157,15 @@ def fit_temperature(
             grad.extend(resid.sum(axis=0)[1:])
         return nll, np.asarray(grad) + prec * x
 
-    x0 = np.zeros(1 + (K - 1 if bias else 0))
-    bounds = [LOG_T_BOUNDS] + [(None, None)] * (x0.size - 1)
+    if not bias:  # one parameter: bounded Brent search on log T
+        res = minimize_scalar(
+            lambda lt: objective(np.array([lt]))[0], bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-7}
+        )
+        return float(np.exp(res.x)), np.zeros(K)
+    x0 = np.zeros(K)
+    bounds = [LOG_T_BOUNDS] + [(None, None)] * (K - 1)
     res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
-    b = np.concatenate([[0.0], res.x[1:]]) if bias else np.zeros(K)
-    return float(np.exp(res.x[0])), b
+    return float(np.exp(res.x[0])), np.concatenate([[0.0], res.x[1:]])
 
 
 def stratified_folds(y: np.ndarray, cv: int, rng: np.random.Generator) -> np.ndarray:
