@@ -32,6 +32,7 @@ Usage::
     python bench/realdata_calibration.py                         # everything
     python bench/realdata_calibration.py --datasets bluebirds dog --no-stan --out-dir /tmp/rc
     python bench/realdata_calibration.py --report-only
+    python bench/realdata_calibration.py --notebook   # notebooks/real_data.ipynb = realdata.py's cells + these
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import realdata as rd  # noqa: E402
 
 import pyrater  # noqa: E402
 from pyrater.calibration import min_gold_items  # noqa: E402
-from pyrater.evaluate import reliability_diagram, score  # noqa: E402
+from pyrater.evaluate import expected_calibration_error, reliability_diagram, score  # noqa: E402
 from pyrater.tempering import tempered_class_probabilities  # noqa: E402
 
 FRACTIONS = (0.05, 0.10)
@@ -95,6 +96,24 @@ def _rel(y_items: pd.Series, probs: pd.DataFrame, **tags: Any) -> pd.DataFrame:
     return d
 
 
+def ece_noise(q: np.ndarray, rng: np.random.Generator, reps: int = 20) -> float:
+    """Expected ECE of perfectly calibrated probabilities ``q`` (labels drawn from ``q``): the noise floor of ECE on these items."""
+    cum = np.cumsum(q, axis=1)
+    out = []
+    for _ in range(reps):
+        y = np.minimum((rng.random(q.shape[0])[:, None] > cum).sum(axis=1), q.shape[1] - 1)
+        out.append(expected_calibration_error(y, q, n_bins=rd.N_BINS))
+    return float(np.mean(out))
+
+
+def pool_reliability(df: pd.DataFrame) -> pd.DataFrame:
+    """Reliability bins pooled over splits: item count and sums of confidence and correctness per bin."""
+    df = df.assign(conf_sum=df.confidence.fillna(0) * df["count"], acc_sum=df.accuracy.fillna(0) * df["count"])
+    df = (df.groupby(["dataset", "method", "fraction", "stage", "bin"], sort=False)[["count", "conf_sum", "acc_sum"]]
+          .sum().reset_index())
+    return df[df["count"] > 0].reset_index(drop=True)
+
+
 def calibration_splits(
     ds: rd.Dataset, method: str, probs: pd.DataFrame, fractions=FRACTIONS, n_splits: int = N_SPLITS, seed: int = SEED
 ) -> tuple[list[dict], list[pd.DataFrame]]:
@@ -119,7 +138,8 @@ def calibration_splits(
                     continue
                 cal = pyrater.calibrate(probs, cal_gold, method=cm, cv=CV, seed=split)
                 after = score(cal.probabilities, rest, n_bins=rd.N_BINS)
-                row.update({"refused": False, "temperature": cal.temperature,
+                row.update({"refused": False, "temperature": cal.temperature, "floor": cal.floor,
+                            "ece_noise": ece_noise(cal.probabilities.loc[rest.index].to_numpy(), rng),
                             "cv_ece": cal.scores.loc["after", "ece"], "cv_log_loss": cal.scores.loc["after", "log_loss"]})
                 for m in METRICS:
                     row[f"{m}_before"] = before[m]
@@ -179,7 +199,7 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
         "splits": pd.DataFrame(split_rows),
         "full": pd.DataFrame(full_rows),
         "tempered": pd.DataFrame(temper_rows),
-        "reliability": pd.concat(bins, ignore_index=True) if bins else pd.DataFrame(),
+        "reliability": pool_reliability(pd.concat(bins, ignore_index=True)) if bins else pd.DataFrame(),
         "skipped": pd.DataFrame(skipped, columns=["dataset", "method", "reason"]),
     }
     meta = {"machine": machine, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -190,12 +210,6 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for key, df in out.items():
-            if key == "reliability" and len(df):
-                # pooled over splits: counts and sums per bin, enough for the diagrams
-                df = df.assign(conf_sum=df.confidence.fillna(0) * df["count"], acc_sum=df.accuracy.fillna(0) * df["count"])
-                df = (df.groupby(["dataset", "method", "fraction", "stage", "bin"], sort=False)[["count", "conf_sum", "acc_sum"]]
-                      .sum().reset_index())
-                df = df[df["count"] > 0]
             df.to_csv(out_dir / f"realdata_calibration_{key}.csv", index=False, float_format="%.6g")
         (out_dir / "realdata_calibration_meta.txt").write_text("\n".join(f"{k}: {v}" for k, v in meta.items()) + "\n")
         write_report(out_dir)
@@ -206,7 +220,7 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
 def summarise(splits: pd.DataFrame, cal_method: str = "temperature") -> pd.DataFrame:
     """Per data set, method and fraction: mean and sd over splits of every before/after metric."""
     s = splits[(splits.cal_method == cal_method) & (~splits.refused.astype(bool))]
-    cols = [f"{m}_{w}" for m in METRICS for w in ("before", "after")] + ["temperature", "cv_ece"]
+    cols = [f"{m}_{w}" for m in METRICS for w in ("before", "after")] + ["temperature", "cv_ece", "ece_noise"]
     g = s.groupby(["dataset", "method", "fraction"], sort=False)
     mean = g[cols].mean()
     sd = g[cols].std().add_suffix("_sd")
@@ -258,10 +272,11 @@ def write_report(out_dir: Path) -> Path:
                          "ECE before": g.ece_before.mean(), "ECE after": g.ece_after.mean(),
                          "ECE after (mean sd over splits)": g.ece_after_sd.mean(),
                          "sets with ECE after <= 0.05": int((g.ece_after <= 0.05).sum()),
+                         "ECE noise floor": g.ece_noise.mean(),
                          "Brier before": g.brier_before.mean(), "Brier after": g.brier_after.mean(),
                          "log-loss before": g.log_loss_before.mean(), "log-loss after": g.log_loss_after.mean(),
                          "accuracy before": g.accuracy_before.mean(), "accuracy after": g.accuracy_after.mean(),
-                         "mean T": g.temperature.mean()})
+                         "median T": g.temperature.median()})
     head = pd.DataFrame(rows)
     L.append(_md(head))
     L.append("")
@@ -395,6 +410,101 @@ def write_report(out_dir: Path) -> Path:
     return path
 
 
+# --------------------------------------------------------------- notebook
+#: Cells appended to ``realdata._NB_CELLS`` in notebooks/real_data.ipynb (see :func:`write_notebook`).
+_NB_CELLS: list[tuple[str, str]] = [
+    ("markdown", """## Calibration with a few gold items: before and after temperature scaling
+
+`bench/realdata_calibration.py` calibrates every method's class probabilities with `pyrater.calibrate` on a
+random 5% or 10% of the gold items (at least 10) and scores the other gold items before and after, over
+repeated random splits; it also tries a tempered likelihood whose power is chosen without gold labels
+(`pyrater.tempering`). This section reads its CSVs (`bench/realdata_calibration_*.csv`); where they are missing
+it recomputes the study on two small data sets (no Stan, 3 splits)."""),
+    ("code", """spec = importlib.util.spec_from_file_location("realdata_calibration", repo / "bench" / "realdata_calibration.py")
+rc = importlib.util.module_from_spec(spec); sys.modules["realdata_calibration"] = rc; spec.loader.exec_module(rc)
+if (bench / "realdata_calibration_splits.csv").exists():
+    csource = "bench/realdata_calibration_*.csv (full run of bench/realdata_calibration.py)"
+    splits = pd.read_csv(bench / "realdata_calibration_splits.csv")
+    crel = pd.read_csv(bench / "realdata_calibration_reliability.csv")
+    temp = pd.read_csv(bench / "realdata_calibration_tempered.csv")
+else:
+    csource = "recomputed here on two small data sets (no Stan, 3 splits)"
+    cout = rc.run(rd.DEFAULT_DATA, ["bluebirds", "zheng_possent"], out_dir=None, stan=False, n_splits=3, log=lambda s: None)
+    splits, crel, temp = cout["splits"], cout["reliability"], cout["tempered"]
+summ = rc.summarise(splits)
+cmethods = [m for m in list(rd.METHODS) + [m + "+tempered" for m in rc.TEMPER_METHODS] if m in set(summ.method)]
+print(csource, "|", summ.dataset.nunique(), "data sets |", splits.split.nunique(), "splits")
+table = (summ.groupby(["method", "fraction"])[["ece_before", "ece_after", "ece_after_sd", "log_loss_before",
+                                               "log_loss_after", "brier_before", "brier_after",
+                                               "accuracy_before", "accuracy_after"]].mean()
+         .reindex(cmethods, level=0))
+table.style.format("{:.3f}")"""),
+    ("markdown", """### Reliability diagrams before and after calibration (5% gold items)
+
+Held-out gold items of all data sets and splits pooled: mean top-class probability against the share of
+correct top-class predictions per confidence bin, before (grey) and after (blue) temperature scaling fitted
+on 5% of the gold items. Marker area shows the number of items in the bin."""),
+    ("code", """r5 = crel[crel.fraction == 0.05]
+pooled = r5.groupby(["method", "stage", "bin"])[["count", "conf_sum", "acc_sum"]].sum().reset_index()
+pooled["confidence"] = pooled.conf_sum / pooled["count"]
+pooled["accuracy"] = pooled.acc_sum / pooled["count"]
+shown = [m for m in rd.METHODS if m in set(pooled.method)]
+n = len(shown); ncol = 3; nrow = int(np.ceil(n / ncol))
+fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.6 * nrow), sharex=True, sharey=True, squeeze=False)
+for ax, m in zip(axes.flat, shown):
+    ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--")
+    for stage, color in (("before", "0.55"), ("after", "C0")):
+        g = pooled[(pooled.method == m) & (pooled.stage == stage)]
+        ax.plot(g.confidence, g.accuracy, color=color, lw=1, label=stage)
+        ax.scatter(g.confidence, g.accuracy, s=10 + 400 * g["count"] / g["count"].sum(), color=color, alpha=0.7)
+    t = table.loc[(m, 0.05)]
+    ax.set_title(f"{m}: ECE {t.ece_before:.3f} -> {t.ece_after:.3f}", fontsize=10)
+    ax.set_xlim(0, 1.02); ax.set_ylim(0, 1.02)
+for ax in list(axes.flat)[n:]:
+    ax.set_visible(False)
+axes.flat[0].legend(loc="upper left", fontsize=8)
+for ax in axes[-1]:
+    ax.set_xlabel("mean top-class probability")
+for ax in axes[:, 0]:
+    ax.set_ylabel("share correct")
+fig.tight_layout()"""),
+    ("markdown", """### ECE per data set after calibration with 5% gold items
+
+Mean over splits of the held-out ECE after temperature scaling (blank: method not run on that set)."""),
+    ("code", """e5 = summ[summ.fraction == 0.05].pivot(index="dataset", columns="method", values="ece_after")
+e5 = e5.reindex(columns=[m for m in cmethods if m in e5.columns])
+e5.style.format("{:.3f}", na_rep="").background_gradient(cmap="Reds", vmin=0, vmax=0.2)"""),
+    ("markdown", """### Tempered likelihood (no gold labels)
+
+Class posteriors with the likelihood raised to the power `tau` chosen by leave-one-rating-out prediction of
+the ratings, scored on all gold items, against the untempered fit."""),
+    ("code", """tt = temp.groupby("method", sort=False).agg(
+    sets=("dataset", "size"), median_tau=("power", "median"),
+    ece=("ece_before", "mean"), ece_tempered=("ece_tempered", "mean"),
+    log_loss=("log_loss_before", "mean"), log_loss_tempered=("log_loss_tempered", "mean"),
+    accuracy=("accuracy_before", "mean"), accuracy_tempered=("accuracy_tempered", "mean"))
+tt["ECE better on"] = temp.assign(b=temp.ece_tempered < temp.ece_before).groupby("method", sort=False).b.sum()
+tt.round(3)"""),
+]
+
+
+def write_notebook(path: Path = rd.REPO / "notebooks" / "real_data.ipynb", execute: bool = True) -> Path:
+    """notebooks/real_data.ipynb: the cells of ``realdata.py`` followed by the calibration cells, executed."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    for kind, text in list(rd._NB_CELLS) + _NB_CELLS:
+        nb.cells.append(nbformat.v4.new_markdown_cell(text) if kind == "markdown" else nbformat.v4.new_code_cell(text))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    if execute:
+        import nbclient
+
+        nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(nb, str(path))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, default=rd.DEFAULT_DATA)
@@ -403,10 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=N_SPLITS)
     ap.add_argument("--no-stan", action="store_true")
     ap.add_argument("--no-mcmc", action="store_true")
-    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="rebuild RESULTS_calibration.md from the CSVs")
+    ap.add_argument("--notebook", action="store_true", help="rewrite and execute notebooks/real_data.ipynb")
     args = ap.parse_args(argv)
-    if args.report_only:
-        print(write_report(args.out_dir))
+    if args.report_only or args.notebook:
+        if args.report_only:
+            print(write_report(args.out_dir))
+        if args.notebook:
+            print(write_notebook())
         return 0
     if not args.data_dir.is_dir():
         print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)

@@ -45,8 +45,11 @@ def sim_fit():
 @pytest.mark.parametrize("power", [0.5, 3.0])
 def test_temperature_recovers_the_power(power):
     probs, gold = distorted(6000, 3, power, seed=1)
-    cal = pyrater.calibrate(probs, gold, seed=0, prior_sd=None)
+    cal = pyrater.calibrate(probs, gold, seed=0, prior_sd=None, floor=1e-15)
     assert cal.temperature == pytest.approx(power, rel=0.06)
+    # fitting the floor too: a low floor (it touches only the rare tiny probabilities), same temperature
+    fitted = pyrater.calibrate(probs, gold, seed=0, prior_sd=None)
+    assert fitted.floor <= 1e-4 and fitted.temperature == pytest.approx(power, rel=0.06)
     # temperature scaling keeps every item's most probable class
     assert (cal.probabilities.to_numpy().argmax(1) == probs.to_numpy().argmax(1)).all()
     # the cross-validated scores improve on the distorted probabilities and approach the truth
@@ -110,6 +113,7 @@ def test_cv_scores_are_the_scores_of_out_of_fold_maps():
     for f in range(4):
         t, b = fit_temperature(log_p[folds != f], y[folds != f])
         oof[folds == f] = apply_temperature(log_p[folds == f], t, b)
+    cal = pyrater.calibrate(probs, gold, cv=4, seed=3, floor=1e-15)
     assert cal.scores.loc["after", "ece"] == pytest.approx(expected_calibration_error(y, oof))
     assert cal.scores.loc["after", "log_loss"] == pytest.approx(log_loss(y, oof))
     assert cal.scores.loc["before", "log_loss"] == pytest.approx(log_loss(y, probs.loc[gold.index].to_numpy()))
@@ -232,3 +236,25 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     )
     assert res.returncode == 2 and "--gold" in res.stderr and "not items of the fit" in res.stderr
     assert "'ghost'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_fitted_floor_softens_exact_zeros_without_flattening_the_rest():
+    # 30% of the items have one-hot probabilities (as ML EM gives) but are right only 90% of the time;
+    # the rest are calibrated already
+    probs, gold = distorted(4000, 3, 1.0, seed=9)
+    rng = np.random.default_rng(9)
+    certain = rng.random(len(probs)) < 0.3
+    p = probs.to_numpy().copy()
+    top = np.where(rng.random(len(p)) < 0.9, probs.columns.get_indexer(gold), rng.integers(0, 3, len(p)))
+    p[certain] = np.eye(3)[top[certain]]
+    probs = pd.DataFrame(p, index=probs.index, columns=probs.columns)
+    fitted = pyrater.calibrate(probs, gold, seed=0)
+    plain = pyrater.calibrate(probs, gold, seed=0, floor=1e-15)
+    assert 1e-4 <= fitted.floor <= 1e-1 and plain.floor == 1e-15
+    assert fitted.scores.loc["after", "log_loss"] < plain.scores.loc["after", "log_loss"]
+    assert fitted.scores.loc["after", "ece"] < plain.scores.loc["after", "ece"]
+    # the one-hot items end near their accuracy (0.9 + 0.1 / 3 of lucky draws)
+    conf = fitted.probabilities.to_numpy()[certain].max(axis=1)
+    assert abs(conf.mean() - (0.9 + 0.1 / 3)) < 0.04
+    with pytest.raises(ValueError, match="floor must be 'fit' or a number"):
+        pyrater.calibrate(probs, gold, floor=0.4)

@@ -128,7 +128,7 @@ def _write_calibrated(fit, gold_path: Path, out: Path, seed: int) -> None:
     cal.probabilities.join(z).to_csv(path)
     b, a = cal.scores.loc["before"], cal.scores.loc["after"]
     print(
-        f"calibration on {len(cal.gold_items)} gold items: temperature {cal.temperature:.3f}; "
+        f"calibration on {len(cal.gold_items)} gold items: temperature {cal.temperature:.3f}, floor {cal.floor:.3g}; "
         f"{cal.cv}-fold cross-validated ECE {b['ece']:.4f} -> {a['ece']:.4f}, "
         f"log-loss {b['log_loss']:.4f} -> {a['log_loss']:.4f}, accuracy {b['accuracy']:.4f} -> {a['accuracy']:.4f}"
     )
