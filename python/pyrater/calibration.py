@@ -26,9 +26,12 @@ chose.  ``p`` is floored at ``c`` before the logarithm.  How confident such
 soften it without flattening every other item), so by default ``c`` is
 fitted with ``T`` on the grid ``1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 1e-2,
 10^-1.5, 0.1`` (values up to ``0.5 / K``; the smallest of tied values is
-kept).  Pass ``floor=1e-15`` for plain temperature scaling.  On the 18 real
-data sets the fitted floor lowers the held-out ECE after calibration for
-probabilities with exact zeros (``bench/RESULTS_calibration.md``).
+kept).  Pass ``floor=1e-15`` for plain temperature scaling.  On 8 of the
+real data sets of ``bench/`` (calibration on 5% of the gold items, 6 random
+splits, ECE on the other gold items) the fitted floor lowered the mean ECE
+after calibration of majority-vote shares from 0.136 to 0.081 and of ML EM
+from 0.068 to 0.062, and left MAP EM as it was (0.063).  With very few gold
+items (10-20) the choice of floor is itself noisy.
 
 Estimation
 ----------
@@ -39,7 +42,9 @@ few gold items: when every gold item is classified correctly the likelihood
 keeps increasing as ``T -> 0`` (no finite maximum), and plain ML would then
 make the probabilities *more* confident; the prior keeps ``T`` finite.
 ``log T`` is also bounded to ``[log 0.01, log 100]``.  The floor is the grid
-value with the highest penalised likelihood.
+value with the highest penalised likelihood of the temperature-only map;
+with ``method="temperature+bias"`` the temperature and biases are then
+fitted at that floor.
 
 Cross-validation
 ----------------
@@ -144,13 +149,16 @@ def fit_calibration_map(
     else:
         candidates = [float(floor)]
     best = None
-    for c in candidates:
+    for c in candidates:  # the floor is chosen with the temperature alone
         log_p = _log_probs(p, c)
-        t, b = fit_temperature(log_p, y, bias=bias, prior_sd=prior_sd)
+        t, b = fit_temperature(log_p, y, bias=False, prior_sd=prior_sd)
         nll = _penalised_nll(log_p, y, t, b, prior_sd)
         if best is None or nll < best[0] - 1e-9 * max(1.0, abs(best[0])):
             best = (nll, c, t, b)
-    return best[1], best[2], best[3]
+    _, c, t, b = best
+    if bias:
+        t, b = fit_temperature(_log_probs(p, c), y, bias=True, prior_sd=prior_sd)
+    return c, t, b
 
 
 def apply_temperature(log_p: np.ndarray, temperature: float, bias: np.ndarray | None = None) -> np.ndarray:
@@ -221,14 +229,22 @@ def fit_temperature(
         return nll, np.asarray(grad) + prec * x
 
     if not bias:  # one parameter: bounded Brent search on log T
-        res = minimize_scalar(
-            lambda lt: objective(np.array([lt]))[0], bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-7}
-        )
+        picked = log_p[rows, y].sum()
+
+        def nll_t(log_t: float) -> float:
+            z = log_p * np.exp(-log_t)
+            m = z.max(axis=1)
+            lse = m + np.log(np.exp(z - m[:, None]).sum(axis=1))
+            return float(lse.sum() - picked * np.exp(-log_t) + 0.5 * prec * log_t**2)
+
+        res = minimize_scalar(nll_t, bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-7})
         return float(np.exp(res.x)), np.zeros(K)
-    x0 = np.zeros(K)
-    bounds = [LOG_T_BOUNDS] + [(None, None)] * (K - 1)
-    res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
-    return float(np.exp(res.x[0])), np.concatenate([[0.0], res.x[1:]])
+    # start from the temperature alone; BFGS (log T clipped to its bounds afterwards)
+    t0, _ = fit_temperature(log_p, y, bias=False, prior_sd=prior_sd)
+    x0 = np.concatenate([[np.log(t0)], np.zeros(K - 1)])
+    res = minimize(objective, x0, jac=True, method="BFGS", options={"gtol": 1e-6})
+    log_t = float(np.clip(res.x[0], *LOG_T_BOUNDS))
+    return float(np.exp(log_t)), np.concatenate([[0.0], res.x[1:]])
 
 
 def stratified_folds(y: np.ndarray, cv: int, rng: np.random.Generator) -> np.ndarray:
