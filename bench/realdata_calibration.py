@@ -294,6 +294,25 @@ def write_report(out_dir: Path) -> Path:
                 f"from {worst['ECE before']:.3f})" if worst is not None else "")
              + f"; accuracy after = before on every split: {acc_ok}.\n")
 
+    h10 = head[(head["gold used"] == "10%") & head.method.isin(base_methods)]
+    L.append("**Findings.** " + (
+        f"With 5% of the gold items, temperature scaling lowers the mean held-out ECE of every method "
+        f"({h5['ECE before'].min():.3f}-{h5['ECE before'].max():.3f} -> "
+        f"{h5['ECE after'].min():.3f}-{h5['ECE after'].max():.3f}) and the mean log-loss from "
+        f"{h5['log-loss before'].min():.2f}-{h5['log-loss before'].max():.2f} to "
+        f"{h5['log-loss after'].min():.2f}-{h5['log-loss after'].max():.2f}, with accuracy unchanged, but the "
+        "0.05 target is missed narrowly by the Dawid-Skene variants and clearly by the homogeneous model and "
+        "majority vote. The misses come from the small sets: with 10-40 calibration items the temperature is "
+        "itself noisy (sd over splits in the tables) and ECE on a few hundred held-out items has a noise floor "
+        "(column 'ECE noise floor': the expected ECE of perfectly calibrated probabilities on the same items). "
+        "With 10% of the gold items "
+        + ", ".join(f"{r.method} {r['ECE after']:.3f}" for _, r in h10.iterrows())
+        + ". Where the fraction gives at least 10 K items, adding per-class biases helps the homogeneous "
+        "model and raises accuracy, but does not lower ECE further for the full models (table below). "
+        "The tempered likelihood (no gold labels) moves ECE only a little and costs accuracy on some sets "
+        "(its section), so it is not offered as a user option; calibration on gold items is the remedy that works.")
+        + "\n")
+
     # -------- per data set, 5%
     for frac in sorted(summ.fraction.unique()):
         L.append(f"## ECE per data set before -> after, {frac:.0%} gold items (mean over splits; sd after in brackets)\n")
