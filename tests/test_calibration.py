@@ -258,3 +258,32 @@ def test_fitted_floor_softens_exact_zeros_without_flattening_the_rest():
     assert abs(conf.mean() - (0.9 + 0.1 / 3)) < 0.04
     with pytest.raises(ValueError, match="floor must be 'fit' or a number"):
         pyrater.calibrate(probs, gold, floor=0.4)
+
+
+# ------------------------------------------------------------------ the real-data study script
+def test_realdata_calibration_study_on_one_small_set(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from conftest import SHARED_DATA, shared_file
+
+    shared_file("bluebirds", "ratings.csv")
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("realdata_calibration", repo / "bench" / "realdata_calibration.py")
+    rc = importlib.util.module_from_spec(spec)
+    sys.modules["realdata_calibration"] = rc
+    spec.loader.exec_module(rc)
+    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None)
+    splits = out["splits"]
+    t = splits[(splits.cal_method == "temperature") & ~splits.refused.astype(bool)]
+    assert set(t.method) >= {"MV", "DS-ML", "DS-MAP"} and set(t.fraction) == {0.05, 0.10}
+    # 108 gold items: 5% would be 5, so the minimum of 10 is used and flagged; the rest are scored
+    assert (t.n_cal >= 10).all() and (t.n_cal + t.n_scored == 108).all()
+    assert t[t.fraction == 0.05].padded.all()
+    np.testing.assert_array_equal(t.accuracy_after, t.accuracy_before)  # temperature keeps the argmax
+    # K = 2: temperature+bias needs 20 items, refused at 10 with the split recorded
+    assert splits[(splits.cal_method == "temperature+bias") & (splits.n_cal < 20)].refused.all()
+    assert (tmp_path / "RESULTS_calibration.md").exists() and len(out["tempered"]) == 6
+    # reproducible by seed: the same run gives the same numbers
+    again = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=lambda s: None)
+    pd.testing.assert_frame_equal(again["splits"], splits)
