@@ -15,7 +15,8 @@ simulate
     Simulated data with known truth.
 """
 
-from . import datasets, evaluate, kernel, lcm, plots, probit
+from . import calibration, datasets, evaluate, kernel, lcm, plots, probit
+from .calibration import CalibrationResult, calibrate
 from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .em import EMFit, em
@@ -79,6 +80,9 @@ __all__ = [
     "datasets",
     "majority_vote",
     "score",
+    "calibrate",
+    "CalibrationResult",
+    "calibration",
     "lcm",
     "probit",
 ]

@@ -333,7 +333,34 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     result = _fit(data, args)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     _write_outputs(result, out, args.quiet)
+    if args.gold:
+        _write_calibrated(result, Path(args.gold), out, args.seed)
     return 0
+
+
+def _write_calibrated(fit, gold_path: Path, out: Path, seed: int) -> None:
+    """``--gold``: temperature-calibrate on the gold items, write the probabilities, print the CV scores."""
+    from .calibration import calibrate
+
+    try:
+        gold = pd.read_csv(gold_path)
+    except FileNotFoundError:
+        raise RatingDataError(f"gold file not found: {gold_path}") from None
+    try:
+        cal = calibrate(fit, gold, method="temperature", seed=seed)
+    except ValueError as exc:
+        raise ValueError(f"--gold {gold_path}: {exc}") from None
+    path = out / "calibrated_probabilities.csv"
+    z = cal.probabilities.idxmax(axis=1).rename("z")
+    cal.probabilities.join(z).to_csv(path)
+    b, a = cal.scores.loc["before"], cal.scores.loc["after"]
+    print(
+        f"calibration on {len(cal.gold_items)} gold items: temperature {cal.temperature:.3f}, floor {cal.floor:.3g}; "
+        f"{cal.cv}-fold cross-validated ECE {b['ece']:.4f} -> {a['ece']:.4f}, "
+        f"log-loss {b['log_loss']:.4f} -> {a['log_loss']:.4f}, accuracy {b['accuracy']:.4f} -> {a['accuracy']:.4f}"
+    )
+    print(f"wrote {path}", file=sys.stderr)
+
 
 
 COMPARE_NOTE = (
@@ -489,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Fit a model to a CSV of ratings; write tables and plots to --out.")
     _add_data_options(p)
     _add_fit_options(p, "mcmc")
+    p.add_argument("--gold", default=None, help="CSV of known classes (item, label): also write calibrated_probabilities.csv")
     p.set_defaults(func=_cmd_fit)
     c = sub.add_parser("compare", parents=[common], help="compare models by PSIS-LOO (MCMC fits)",
                        description="Fit each model by MCMC and print the PSIS-LOO comparison table.",

@@ -1,0 +1,498 @@
+"""Calibrating class probabilities with a few gold items: temperature scaling.
+
+Dawid-Skene-family fits treat raters as independent given the class and
+(for EM and optimisation) plug in point estimates, so their class
+probabilities are over-confident on real data.  Given a few items whose true
+class is known, :func:`calibrate` learns a map
+
+    q[i, k] = softmax_k( log p[i, k] / T + b_k ),    b_0 = 0,
+
+from the fit's class probabilities ``p`` to calibrated ones ``q``:
+a temperature ``T > 0`` on the log probabilities (``T > 1`` softens, and for
+K = 2 divides the log posterior odds by ``T``) and, with
+``method="temperature+bias"``, one bias per category after the first (Guo
+et al. 2017; the bias version is "vector scaling" with one shared
+temperature).  The map keeps the order of the classes within an item when
+there is no bias, so the most probable class (and the accuracy) is
+unchanged by temperature scaling.
+
+Floor
+-----
+``log p`` needs a floor: maximum-likelihood EM gives probabilities of
+exactly 0 and 1, and majority-vote shares are 0 for categories nobody
+chose.  ``p`` is floored at ``c`` before the logarithm.  How confident such
+"certain" items are relative to the others then depends on ``c`` (with
+``c = 1e-15`` a unanimous item has log odds 34.5, and one temperature cannot
+soften it without flattening every other item), so by default ``c`` is
+fitted with ``T`` on the grid ``1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 1e-2,
+10^-1.5, 0.1`` (values up to ``0.5 / K``; the smallest of tied values is
+kept).  Pass ``floor=1e-15`` for plain temperature scaling.  On 8 of the
+real data sets of ``bench/`` (calibration on 5% of the gold items, 6 random
+splits, ECE on the other gold items) the fitted floor lowered the mean ECE
+after calibration of majority-vote shares from 0.136 to 0.081 and of ML EM
+from 0.068 to 0.062, and left MAP EM as it was (0.063).  With very few gold
+items (10-20) the choice of floor is itself noisy.
+
+Estimation
+----------
+``log T`` and the biases maximise the log-likelihood of the gold labels plus
+a weak normal prior ``N(0, prior_sd^2)`` on ``log T`` and on each bias
+(``prior_sd=None``: plain maximum likelihood).  The prior matters only with
+few gold items: when every gold item is classified correctly the likelihood
+keeps increasing as ``T -> 0`` (no finite maximum), and plain ML would then
+make the probabilities *more* confident; the prior keeps ``T`` finite.
+``log T`` is also bounded to ``[log 0.01, log 100]``.  The floor is the grid
+value with the highest penalised likelihood of the temperature-only map;
+with ``method="temperature+bias"`` the temperature and biases are then
+fitted at that floor.
+
+Cross-validation
+----------------
+The gold items are split into ``cv`` folds, stratified by gold class (items
+of each class shuffled with ``numpy.random.default_rng(seed)`` and dealt
+round-robin, so every fold holds about the same share of each class).  For
+each fold the map is fitted on the other folds and applied to the fold; the
+pooled out-of-fold probabilities are scored with
+:func:`pyrater.evaluate.score_arrays` (accuracy, macro-F1, ECE with 15 bins,
+Brier score, log-loss) beside the uncalibrated probabilities of the same
+items.  The map returned for use is then fitted on all gold items.
+
+References
+----------
+C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger (2017). On calibration of modern
+neural networks. *ICML*.
+
+Examples
+--------
+>>> import pyrater
+>>> sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=4, n_categories=3, seed=2)
+>>> fit = pyrater.em(sim.data)
+>>> gold = pd.Series(sim.data.categories[sim.z[:60]], index=sim.data.unit_labels[:60])
+>>> cal = pyrater.calibrate(fit, gold, seed=1)
+>>> cal.probabilities.shape
+(300, 3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import log_softmax
+
+from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
+
+__all__ = [
+    "calibrate",
+    "CalibrationResult",
+    "CALIBRATION_METHODS",
+    "fit_temperature",
+    "fit_calibration_map",
+    "FLOORS",
+    "apply_temperature",
+    "stratified_folds",
+    "min_gold_items",
+]
+
+CALIBRATION_METHODS = ("temperature", "temperature+bias")
+#: Candidate floors of the probabilities (see the module notes).
+FLOORS = (1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 1e-2, 10**-1.5, 0.1)
+CalibrationMethod = Literal["temperature", "temperature+bias"]
+#: Bounds of log T.
+LOG_T_BOUNDS = (np.log(0.01), np.log(100.0))
+#: Default sd of the normal prior on log T and the biases.
+PRIOR_SD = 1.5
+
+
+# ------------------------------------------------------------------ numpy core
+def _log_probs(p: np.ndarray, floor: float = LOG_LOSS_EPS) -> np.ndarray:
+    return np.log(np.maximum(p, floor))
+
+
+def _penalised_nll(log_p: np.ndarray, y: np.ndarray, t: float, b: np.ndarray, prior_sd: float | None) -> float:
+    lq = log_softmax(log_p / t + b[None, :], axis=1)
+    pen = 0.0 if prior_sd is None else 0.5 * (np.log(t) ** 2 + float(b[1:] @ b[1:])) / prior_sd**2
+    return float(-lq[np.arange(y.size), y].sum() + pen)
+
+
+def fit_calibration_map(
+    p: np.ndarray,
+    y: np.ndarray,
+    bias: bool = False,
+    prior_sd: float | None = PRIOR_SD,
+    floor: "float | str" = "fit",
+) -> tuple[float, float, np.ndarray]:
+    """Floor, temperature and biases of the calibration map on labelled items.
+
+    Parameters
+    ----------
+    p : array (n, K)
+        Class probabilities of the labelled items.
+    y : int array (n,)
+    bias, prior_sd
+        As :func:`fit_temperature`.
+    floor : float or "fit"
+        Fixed floor, or the best of :data:`FLOORS` (values <= 0.5 / K).
+
+    Returns
+    -------
+    floor : float
+    temperature : float
+    b : array (K,)
+    """
+    K = p.shape[1]
+    if floor == "fit":
+        candidates = [c for c in FLOORS if c <= 0.5 / K] or [FLOORS[0]]
+    else:
+        candidates = [float(floor)]
+    best = None
+    for c in candidates:  # the floor is chosen with the temperature alone
+        log_p = _log_probs(p, c)
+        t, b = fit_temperature(log_p, y, bias=False, prior_sd=prior_sd)
+        nll = _penalised_nll(log_p, y, t, b, prior_sd)
+        if best is None or nll < best[0] - 1e-9 * max(1.0, abs(best[0])):
+            best = (nll, c, t, b)
+    _, c, t, b = best
+    if bias:
+        t, b = fit_temperature(_log_probs(p, c), y, bias=True, prior_sd=prior_sd)
+    return c, t, b
+
+
+def apply_temperature(log_p: np.ndarray, temperature: float, bias: np.ndarray | None = None) -> np.ndarray:
+    """Calibrated probabilities ``softmax(log_p / T + b)``.
+
+    Parameters
+    ----------
+    log_p : array (n, K)
+        Log class probabilities (clipped, see the module notes).
+    temperature : float
+        ``T > 0``.
+    bias : array (K,), optional
+        Added to the scaled log probabilities (``bias[0] = 0`` by convention).
+
+    Returns
+    -------
+    array (n, K), rows summing to 1.
+    """
+    z = np.asarray(log_p, dtype=float) / temperature
+    if bias is not None:
+        z = z + np.asarray(bias, dtype=float)[None, :]
+    return np.exp(log_softmax(z, axis=1))
+
+
+def fit_temperature(
+    log_p: np.ndarray,
+    y: np.ndarray,
+    bias: bool = False,
+    prior_sd: float | None = PRIOR_SD,
+) -> tuple[float, np.ndarray]:
+    """Penalised maximum-likelihood temperature (and biases) on labelled items.
+
+    Parameters
+    ----------
+    log_p : array (n, K)
+        Log class probabilities of the labelled items.
+    y : int array (n,)
+        True class codes ``0 .. K-1``.
+    bias : bool
+        Also fit ``b_1 .. b_{K-1}`` (``b_0 = 0``).
+    prior_sd : float or None
+        Sd of the normal prior on ``log T`` and each bias; None = plain ML.
+
+    Returns
+    -------
+    temperature : float
+    b : array (K,)
+        Zeros without ``bias``.
+    """
+    log_p = np.asarray(log_p, dtype=float)
+    n, K = log_p.shape
+    rows = np.arange(n)
+    onehot = np.zeros((n, K))
+    onehot[rows, y] = 1.0
+    prec = 0.0 if prior_sd is None else 1.0 / prior_sd**2
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        log_t = x[0]
+        b = np.concatenate([[0.0], x[1:]]) if bias else np.zeros(K)
+        z = log_p * np.exp(-log_t) + b[None, :]
+        lq = log_softmax(z, axis=1)
+        nll = -lq[rows, y].sum() + 0.5 * prec * float(x @ x)
+        resid = np.exp(lq) - onehot  # d nll / d z
+        g_logt = -float(np.sum(resid * log_p)) * np.exp(-log_t)
+        grad = [g_logt]
+        if bias:
+            grad.extend(resid.sum(axis=0)[1:])
+        return nll, np.asarray(grad) + prec * x
+
+    if not bias:  # one parameter: bounded Brent search on log T
+        picked = log_p[rows, y].sum()
+
+        def nll_t(log_t: float) -> float:
+            z = log_p * np.exp(-log_t)
+            m = z.max(axis=1)
+            lse = m + np.log(np.exp(z - m[:, None]).sum(axis=1))
+            return float(lse.sum() - picked * np.exp(-log_t) + 0.5 * prec * log_t**2)
+
+        res = minimize_scalar(nll_t, bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-7})
+        return float(np.exp(res.x)), np.zeros(K)
+    # start from the temperature alone; BFGS (log T clipped to its bounds afterwards)
+    t0, _ = fit_temperature(log_p, y, bias=False, prior_sd=prior_sd)
+    x0 = np.concatenate([[np.log(t0)], np.zeros(K - 1)])
+    res = minimize(objective, x0, jac=True, method="BFGS", options={"gtol": 1e-6})
+    log_t = float(np.clip(res.x[0], *LOG_T_BOUNDS))
+    return float(np.exp(log_t)), np.concatenate([[0.0], res.x[1:]])
+
+
+def stratified_folds(y: np.ndarray, cv: int, rng: np.random.Generator) -> np.ndarray:
+    """Fold number ``0 .. cv-1`` of each item, stratified by class.
+
+    Items of each class are shuffled and dealt round-robin, continuing the
+    deal across classes, so fold sizes differ by at most one and each class
+    is spread as evenly as its count allows.
+    """
+    y = np.asarray(y)
+    order = rng.permutation(y.size)
+    order = order[np.argsort(y[order], kind="stable")]
+    folds = np.empty(y.size, dtype=np.int64)
+    folds[order] = np.arange(y.size) % cv
+    return folds
+
+
+def min_gold_items(method: str, n_categories: int, cv: int) -> int:
+    """Gold items :func:`calibrate` needs: ``max(2 * cv, 10 * parameters)``.
+
+    One parameter for ``"temperature"``, ``K`` (temperature and K - 1 biases)
+    for ``"temperature+bias"``; at least two items per cross-validation fold.
+    """
+    n_params = 1 if method == "temperature" else n_categories
+    return max(2 * cv, 10 * n_params)
+
+
+# ------------------------------------------------------------------ labelled layer
+@dataclass(frozen=True)
+class CalibrationResult:
+    """What :func:`calibrate` returns.
+
+    Attributes
+    ----------
+    probabilities : DataFrame (items, categories)
+        Calibrated class probabilities of every item, same index and
+        columns as the input probabilities.
+    method : str
+    temperature : float
+        ``T`` fitted on all gold items.
+    floor : float
+        Floor ``c`` of the probabilities, fitted on all gold items (or given).
+    bias : Series (categories,)
+        ``b_k`` (0 for the first category; all 0 for ``"temperature"``).
+    gold_items : Index
+        The gold items used, in the order given.
+    scores : DataFrame
+        Rows ``"before"`` (the input probabilities of the gold items) and
+        ``"after"`` (pooled out-of-fold calibrated probabilities); columns
+        ``n, accuracy, macro_f1, ece, brier, log_loss``.
+    folds : Series
+        Cross-validation fold of each gold item.
+    fold_temperatures : array (cv,)
+        Temperature fitted without each fold.
+    fold_floors : array (cv,)
+        Floor fitted without each fold.
+    cv, seed : int
+    prior_sd : float or None
+    """
+
+    probabilities: pd.DataFrame
+    method: str
+    temperature: float
+    floor: float
+    bias: pd.Series
+    gold_items: pd.Index
+    scores: pd.DataFrame
+    folds: pd.Series
+    fold_temperatures: np.ndarray
+    fold_floors: np.ndarray
+    cv: int
+    seed: int | None
+    prior_sd: float | None
+
+    def apply(self, probs: pd.DataFrame) -> pd.DataFrame:
+        """Apply the fitted map to other class probabilities with the same categories."""
+        if not isinstance(probs, pd.DataFrame) or list(probs.columns) != list(self.probabilities.columns):
+            raise ValueError(
+                f"probs must be a DataFrame with columns {list(self.probabilities.columns)}"
+            )
+        log_p = _log_probs(_probs(probs.to_numpy(dtype=float)), self.floor)
+        q = apply_temperature(log_p, self.temperature, self.bias.to_numpy())
+        return pd.DataFrame(q, index=probs.index.copy(), columns=probs.columns.copy())
+
+    def __repr__(self) -> str:
+        b, a = self.scores.loc["before"], self.scores.loc["after"]
+        return (
+            f"CalibrationResult({self.method}, T = {self.temperature:.3g}, floor {self.floor:.3g}, {len(self.gold_items)} gold items, "
+            f"{self.cv}-fold CV: ECE {b['ece']:.3f} -> {a['ece']:.3f}, log-loss {b['log_loss']:.3f} -> "
+            f"{a['log_loss']:.3f}, accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f})"
+        )
+
+
+def _as_probabilities(fit_or_probs: Any) -> pd.DataFrame:
+    if isinstance(fit_or_probs, pd.DataFrame):
+        probs = fit_or_probs
+    elif callable(getattr(fit_or_probs, "class_probabilities", None)):
+        probs = fit_or_probs.class_probabilities()
+        if not isinstance(probs, pd.DataFrame):
+            raise TypeError("fit.class_probabilities() did not return a DataFrame")
+    else:
+        raise TypeError(
+            "fit_or_probs must be a fit with class_probabilities() or a DataFrame of class probabilities "
+            f"(items x categories); got {type(fit_or_probs).__name__}"
+        )
+    if probs.index.has_duplicates:
+        dup = probs.index[probs.index.duplicated()].unique()
+        raise ValueError(f"the class probabilities have duplicated items {list(dup[:8])}")
+    try:
+        _probs(probs.to_numpy(dtype=float))
+    except ValueError as exc:
+        raise ValueError(f"fit_or_probs: {exc}") from None
+    return probs
+
+
+def _as_gold(gold: Any) -> pd.Series:
+    if isinstance(gold, dict):
+        gold = pd.Series(gold)
+    if isinstance(gold, pd.DataFrame):
+        cols = list(gold.columns)
+        if "item" in cols and len(cols) == 2:
+            label = next(c for c in cols if c != "item")
+            gold = gold.set_index("item")[label]
+        elif len(cols) == 2:
+            gold = gold.set_index(cols[0])[cols[1]]
+        else:
+            raise ValueError(
+                f"gold as a DataFrame must have two columns (item, label); got columns {cols}"
+            )
+    if not isinstance(gold, pd.Series):
+        raise TypeError(f"gold must be a Series (item -> label), a dict or a DataFrame (item, label); got {type(gold).__name__}")
+    if gold.isna().any():
+        raise ValueError(f"gold has missing labels for items {list(gold.index[gold.isna()][:8])}")
+    if gold.index.has_duplicates:
+        dup = gold.index[gold.index.duplicated()].unique()
+        raise ValueError(f"gold lists items more than once: {list(dup[:8])}")
+    return gold
+
+
+def calibrate(
+    fit_or_probs: Any,
+    gold: "pd.Series | pd.DataFrame | dict",
+    method: CalibrationMethod = "temperature",
+    cv: int = 5,
+    seed: int | None = None,
+    prior_sd: float | None = PRIOR_SD,
+    floor: "float | str" = "fit",
+) -> CalibrationResult:
+    """Calibrate class probabilities on gold items, with a cross-validated estimate of the gain.
+
+    Parameters
+    ----------
+    fit_or_probs : fit or DataFrame
+        Any fit with ``class_probabilities()`` (EM, optimisation, MCMC, ...,
+        also a :class:`~pyrater.evaluate.MajorityVote`), or a DataFrame of
+        class probabilities (items x categories).  Neither is modified.
+    gold : Series, dict or DataFrame
+        True category per gold item: ``{item: label}``, or a DataFrame with
+        columns ``item`` and one label column (or any two columns: item,
+        label).  Every item must be a row of the probabilities and every
+        label one of their columns.
+    method : {"temperature", "temperature+bias"}
+        Temperature only (keeps the most probable class of every item), or
+        also one bias per category.
+    cv : int
+        Cross-validation folds (>= 2) over the gold items.
+    seed : int, optional
+        Seed of the fold assignment.
+    prior_sd : float or None
+        Sd of the normal prior on ``log T`` and the biases (see the module
+        notes); None = plain maximum likelihood.
+    floor : float or "fit"
+        Floor of the probabilities before the logarithm: ``"fit"`` chooses
+        it with the temperature (see the module notes); a number in
+        ``(0, 0.5 / K]`` fixes it (``1e-15``: plain temperature scaling).
+
+    Returns
+    -------
+    CalibrationResult
+
+    Raises
+    ------
+    ValueError
+        Unknown method, bad ``cv``, gold items not in the fit, gold labels
+        that are not categories, or fewer gold items than
+        :func:`min_gold_items`.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {CALIBRATION_METHODS}")
+    if isinstance(cv, (bool, np.bool_)) or not isinstance(cv, (int, np.integer)) or cv < 2:
+        raise ValueError(f"cv must be an integer >= 2 (folds of the gold items), got {cv!r}")
+    if prior_sd is not None and not (np.isfinite(prior_sd) and prior_sd > 0):
+        raise ValueError(f"prior_sd must be a positive number or None, got {prior_sd!r}")
+    probs = _as_probabilities(fit_or_probs)
+    if not (isinstance(floor, str) and floor == "fit"):
+        if isinstance(floor, str) or not (0 < float(floor) <= 0.5 / probs.shape[1]):
+            raise ValueError(f"floor must be 'fit' or a number in (0, 0.5 / K = {0.5 / probs.shape[1]:.3g}], got {floor!r}")
+    gold = _as_gold(gold)
+    missing = gold.index[~gold.index.isin(probs.index)]
+    if len(missing):
+        raise ValueError(
+            f"{len(missing)} gold items are not items of the fit: {list(missing[:8])}"
+            f"{' ...' if len(missing) > 8 else ''}"
+        )
+    cats = pd.Index(probs.columns)
+    y = cats.get_indexer(gold.to_numpy())
+    if (y < 0).any():
+        bad = pd.unique(gold.to_numpy()[y < 0])
+        raise ValueError(f"gold labels {list(bad[:8])} are not categories of the fit {list(cats)}")
+    K = len(cats)
+    needed = min_gold_items(method, K, int(cv))
+    if gold.size < needed:
+        raise ValueError(
+            f"calibrate(method={method!r}, cv={cv}) needs at least {needed} gold items "
+            f"(K = {K}); {gold.size} were given"
+        )
+
+    p_all = probs.to_numpy(dtype=float)
+    rows = probs.index.get_indexer(gold.index)
+    p = p_all[rows]
+    bias = method == "temperature+bias"
+    folds = stratified_folds(y, int(cv), np.random.default_rng(seed))
+    oof = np.empty_like(p)
+    fold_t = np.empty(int(cv))
+    fold_c = np.empty(int(cv))
+    for f in range(int(cv)):
+        test = folds == f
+        c, t, b = fit_calibration_map(p[~test], y[~test], bias=bias, prior_sd=prior_sd, floor=floor)
+        fold_t[f], fold_c[f] = t, c
+        oof[test] = apply_temperature(_log_probs(p[test], c), t, b)
+    before = score_arrays(y, p, labels=np.arange(K))
+    after = score_arrays(y, oof, labels=np.arange(K))
+    scores = pd.DataFrame([before, after], index=pd.Index(["before", "after"], name="probabilities"))[list(METRICS)]
+
+    c, t, b = fit_calibration_map(p, y, bias=bias, prior_sd=prior_sd, floor=floor)
+    q = apply_temperature(_log_probs(p_all, c), t, b)
+    return CalibrationResult(
+        probabilities=pd.DataFrame(q, index=probs.index.copy(), columns=cats.copy()),
+        method=method,
+        temperature=t,
+        floor=c,
+        bias=pd.Series(b, index=cats.copy(), name="bias"),
+        gold_items=gold.index.copy(),
+        scores=scores,
+        folds=pd.Series(folds, index=gold.index.copy(), name="fold"),
+        fold_temperatures=fold_t,
+        fold_floors=fold_c,
+        cv=int(cv),
+        seed=seed,
+        prior_sd=prior_sd,
+    )
