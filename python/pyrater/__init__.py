@@ -18,7 +18,7 @@ simulate
 from . import evaluate, kernel, lcm, plots, probit
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
-from .em import EMFit, em
+from .native.em import EMFit, em
 from .evaluate import majority_vote, score
 from .fit import fit
 from .mixture import binomial_mixture_em

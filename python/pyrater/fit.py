@@ -141,7 +141,7 @@ def fit(
     seed = _resolve_seed(seed)
 
     if method == "em":
-        from .em import em
+        from .native.em import em
 
         return em(data, model, method="map", known=known, seed=seed)
 

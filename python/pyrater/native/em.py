@@ -88,14 +88,14 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln, xlog1py, xlogy
 
-from .data import RatingData, as_rating_data
-from .kernel import _clamp_known, log_joint, log_theta_matrix
+from ..data import RatingData, as_rating_data
+from ..kernel import _clamp_known, log_joint, log_theta_matrix
 
 try:  # the C routine behind ``csr_matrix @ dense``; lets the E-step reuse its output buffer
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 except ImportError:  # pragma: no cover - other scipy layouts fall back to the public product
     _csr_matvecs = None
-from .models import (
+from ..models import (
     ClassConditionalDawidSkene,
     DawidSkene,
     HierarchicalDawidSkene,
@@ -103,7 +103,7 @@ from .models import (
     Model,
     get_model,
 )
-from .results import Fit
+from ..results import Fit
 
 __all__ = ["em", "EMFit", "EMConvergenceWarning", "soft_majority_vote"]
 
