@@ -262,6 +262,18 @@ def test_the_fit_api_works_on_a_gibbs_fit(small, tmp_path):
     assert len(pred) == 5 * small.data.n_ratings
 
 
+def test_diagnostics_equal_arviz(small):
+    import arviz as az
+
+    f = gibbs(small.data, "dawid_skene", chains=3, warmup=20, draws=101, seed=1)
+    table = f.mcmc_diagnostics(warn=False)
+    x = _flat(f)
+    ds = az.convert_to_dataset({"x": x})
+    np.testing.assert_allclose(table["rhat"], az.rhat(ds)["x"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(table["ess_bulk"], az.ess(ds, method="bulk")["x"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(table["ess_tail"], az.ess(ds, method="tail")["x"].to_numpy(), rtol=1e-9)
+
+
 def test_class_probabilities_are_rao_blackwellised(small):
     f = gibbs(small.data, "dawid_skene", chains=2, warmup=100, draws=200, seed=1)
     from pyrater.kernel import rao_blackwell_class_probabilities
