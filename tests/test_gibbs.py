@@ -348,3 +348,20 @@ def test_user_priors_are_used(small):
     beta = np.ones((4, 3, 3))
     f2 = gibbs(small.data, pyrater.DawidSkene(beta=beta), chains=2, warmup=50, draws=50, seed=1)
     np.testing.assert_array_equal(f2.priors["beta"], beta)
+
+
+def test_command_line_method_gibbs(tmp_path, anesthesia_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "pyrater.cli", "fit", str(anesthesia_path), "--method", "gibbs", "--chains", "2",
+         "--draws", "200", "--out", str(tmp_path), "--quiet"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert res.returncode == 0, res.stderr
+    params = pd.read_csv(tmp_path / "parameters.csv", index_col=0)
+    assert {"mean", "5%", "95%", "rhat", "ess_bulk"} <= set(params.columns)
+    ref = pyrater.fit(pd.read_csv(anesthesia_path), method="gibbs", chains=2, draws=200, warmup=200, seed=1)
+    np.testing.assert_allclose(params["mean"].iloc[:4].to_numpy(), ref.point_estimate("pi").to_numpy(), rtol=1e-12)
+    assert (tmp_path / "trace.png").stat().st_size > 1000
