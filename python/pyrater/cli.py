@@ -91,7 +91,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
 
 
 def _fit(data: RatingData, args: argparse.Namespace):
-    from .fit import fit
+    from .fitting import fit
 
     kwargs = {"seed": args.seed}
     if args.method in ("mcmc", "gibbs"):
@@ -113,7 +113,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from .compare import compare
-    from .fit import fit
+    from .fitting import fit
 
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
