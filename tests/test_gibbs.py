@@ -365,3 +365,17 @@ def test_command_line_method_gibbs(tmp_path, anesthesia_path):
     ref = pyrater.fit(pd.read_csv(anesthesia_path), method="gibbs", chains=2, draws=200, warmup=200, seed=1)
     np.testing.assert_allclose(params["mean"].iloc[:4].to_numpy(), ref.point_estimate("pi").to_numpy(), rtol=1e-12)
     assert (tmp_path / "trace.png").stat().st_size > 1000
+
+
+def test_more_than_eight_categories():
+    """K > 8 takes the kernel's plain loop over classes instead of the eight SIMD lanes."""
+    sim = pyrater.simulate("class_conditional", n_items=60, n_raters=3, n_categories=9, seed=2)
+    f = gibbs(sim.data, "class_conditional", chains=2, warmup=20, draws=30, seed=1)
+    from pyrater.kernel import class_log_posterior
+
+    pi, theta = f._draws()
+    ll = np.asarray(f.draws["log_lik"]).reshape(pi.shape[0], -1)
+    for s in (0, pi.shape[0] - 1):
+        _, ref = class_log_posterior(sim.data.counts, np.log(pi[s]), np.log(theta[s]))
+        np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
+    assert f.draws["pi"].shape == (2, 30, 9)
