@@ -96,7 +96,7 @@ def current_mib() -> float:
 
 def simulate(n_ratings: int, out: Path) -> dict:
     """Simulate with pyrater.simulate and store the codes as int32 .npy files."""
-    from pyrater.simulate import simulate_dawid_skene
+    from pyrater.simulation import simulate_dawid_skene
 
     I = n_ratings // RATERS_PER_ITEM
     J = n_raters_for(n_ratings)
@@ -129,11 +129,11 @@ def warm_up_numba() -> float:
     import warnings
 
     from pyrater.data import RatingData
-    from pyrater.em import EMConvergenceWarning, em
+    from pyrater.native.em import EMConvergenceWarning, em
 
     t0 = time.perf_counter()
     try:
-        import pyrater._fused  # noqa: F401
+        import pyrater.native._fused  # noqa: F401
     except ImportError:
         return float("nan")
     tiny = RatingData.from_codes(np.array([0, 0, 1, 1], np.int32), np.array([0, 1, 0, 1], np.int32),
@@ -158,7 +158,7 @@ def worker_pyrater(folder: Path, n_iter: int, n_threads: int = 1, backend: str =
     import warnings
 
     from pyrater.data import RatingData
-    from pyrater.em import EMConvergenceWarning, em
+    from pyrater.native.em import EMConvergenceWarning, em
 
     kernel_load = warm_up_numba() if backend != "scipy" else float("nan")  # the scipy path never imports numba
     base = current_mib()

@@ -135,7 +135,7 @@ def test_version_and_help_document_every_option():
         assert option in fit_options
     # the method list comes from pyrater.fit's METHODS, plus maximum likelihood by EM
     method = next(a for a in sub.choices["fit"]._actions if a.dest == "method")
-    assert tuple(method.choices) == (*importlib.import_module("pyrater.fit").METHODS, "em-ml")
+    assert tuple(method.choices) == (*importlib.import_module("pyrater.fitting").METHODS, "em-ml")
 
 
 def test_many_categories_em_names_the_way_out_and_ml_and_priors_work(tmp_path):

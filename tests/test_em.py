@@ -12,7 +12,7 @@ from scipy import stats
 from conftest import shared_file
 import pyrater
 from pyrater.data import RatingData
-from pyrater.em import EMConvergenceWarning, EMFit, em, soft_majority_vote
+from pyrater.native.em import EMConvergenceWarning, EMFit, em, soft_majority_vote
 from pyrater.kernel import class_log_posterior
 from pyrater.models import (
     ClassConditionalDawidSkene,
@@ -20,7 +20,7 @@ from pyrater.models import (
     HierarchicalDawidSkene,
     HomogeneousDawidSkene,
 )
-from pyrater.simulate import (
+from pyrater.simulation import (
     class_conditional_theta,
     simulate_class_conditional,
     simulate_dawid_skene,
@@ -502,7 +502,7 @@ def test_inputs_not_modified():
 
 
 def test_fast_log_joint_equals_the_kernel(anesthesia):
-    from pyrater.em import _log_joint_into
+    from pyrater.native.em import _log_joint_into
     from pyrater.kernel import log_joint
 
     rng = np.random.default_rng(0)
@@ -520,7 +520,7 @@ def test_fast_log_joint_equals_the_kernel(anesthesia):
 
 
 def test_auto_compression_prefilter():
-    from pyrater.em import _may_compress
+    from pyrater.native.em import _may_compress
 
     few = simulate_dawid_skene(5000, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=4)
     many = simulate_dawid_skene(5000, 200, n_categories=5, raters_per_item=5, seed=4)
@@ -545,7 +545,7 @@ def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
 def test_shifted_log_sum_exp_equals_exact_and_recovers_bad_guesses(anesthesia):
     from scipy.special import logsumexp
 
-    from pyrater.em import _e_step, _normalise_rows_in_place, _Problem
+    from pyrater.native.em import _e_step, _normalise_rows_in_place, _Problem
 
     rng = np.random.default_rng(3)
     lj = rng.normal(scale=200.0, size=(1000, 4))
@@ -590,7 +590,7 @@ def test_wide_input_with_an_unrated_item():
 def test_ml_classes_are_aligned_with_the_ratings_whatever_the_start():
     """ML Dawid-Skene is label-symmetric: a start with permuted classes must not
     come back with permuted classes (the Hungarian relabelling undoes it)."""
-    from pyrater.simulate import simulate_dawid_skene
+    from pyrater.simulation import simulate_dawid_skene
 
     K = 3
     theta = np.full((6, K, K), 0.1)

@@ -1,4 +1,4 @@
-"""The fused numba EM iteration (pyrater._fused) against the scipy path of pyrater.em."""
+"""The fused numba EM iteration (pyrater.native._fused) against the scipy path of pyrater.native.em."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("numba")
 
 from conftest import shared_file  # noqa: E402
-from pyrater import _fused  # noqa: E402
+from pyrater.native import _fused  # noqa: E402
 from pyrater.data import RatingData  # noqa: E402
-from pyrater.em import EMConvergenceWarning, em, soft_majority_vote  # noqa: E402
+from pyrater.native.em import EMConvergenceWarning, em, soft_majority_vote  # noqa: E402
 from pyrater.kernel import class_log_posterior  # noqa: E402
-from pyrater.simulate import simulate_dawid_skene  # noqa: E402
+from pyrater.simulation import simulate_dawid_skene  # noqa: E402
 
 VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
 RTOL = 1e-10
@@ -165,7 +165,7 @@ def test_the_data_is_not_modified(repeated):
 def test_auto_backend_uses_numba_from_the_size_threshold(repeated, monkeypatch):
     import importlib
 
-    em_module = importlib.import_module("pyrater.em")  # the package exports the function under the same name
+    em_module = importlib.import_module("pyrater.native.em")  # the package exports the function under the same name
     data, _ = repeated
     assert _fit(data, "auto", max_iter=5).backend == "scipy"  # far below the threshold
     monkeypatch.setattr(em_module, "_FUSED_MIN_NNZ", 0)
@@ -180,7 +180,7 @@ def test_auto_backend_uses_numba_from_the_size_threshold(repeated, monkeypatch):
 def test_without_numba_auto_falls_back_to_scipy(repeated, monkeypatch):
     import importlib
 
-    em_module = importlib.import_module("pyrater.em")
+    em_module = importlib.import_module("pyrater.native.em")
     monkeypatch.setattr(em_module, "_FUSED_MIN_NNZ", 0)
     monkeypatch.setattr(em_module, "_load_fused", lambda: None)  # as if numba failed to import
     data, _ = repeated

@@ -323,7 +323,7 @@ def test_optimize_finds_the_mode(stan_engine):
     _, ll = class_log_posterior(data.counts, np.log(opt.params["pi"]), np.log(opt.params["theta"]))
     np.testing.assert_allclose(opt.params["log_lik"], ll, rtol=1e-9)
     try:
-        from pyrater.em import em
+        from pyrater.native.em import em
     except ImportError:
         return
     fit = em(data, model, method="map", tol=1e-12, max_iter=20000)

@@ -19,9 +19,9 @@ from . import calibration, datasets, evaluate, kernel, lcm, plots, probit
 from .calibration import CalibrationResult, calibrate
 from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
-from .em import EMFit, em
+from .native.em import EMFit, em
 from .evaluate import majority_vote, score
-from .fit import fit
+from .fitting import fit
 from .mixture import binomial_mixture_em
 from .predict import PPCResult, posterior_predict, posterior_predictive_check
 from .models import (
@@ -33,7 +33,7 @@ from .models import (
 )
 from .fitfile import FitFileError
 from .results import Fit, FitSummary, load
-from .simulate import (
+from .simulation import (
     Simulation,
     simulate,
     simulate_class_conditional,

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .data import RatingData, RatingDataError, as_rating_data
-from .fit import METHODS
+from .fitting import METHODS
 from .models import MODEL_NAMES, get_model
 
 # the CLI's methods: pyrater.fit's, plus maximum likelihood by EM
@@ -290,8 +290,8 @@ def _method(args: argparse.Namespace) -> str:
 
 
 def _fit(data: RatingData, args: argparse.Namespace):
-    from .em import em
-    from .fit import fit
+    from .fitting import fit
+    from .native.em import em
 
     method = _method(args)
     model = _resolve_model(args, data.n_categories)
@@ -377,7 +377,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from ._quiet import import_tqdm
 
     from .compare import compare
-    from .fit import fit
+    from .fitting import fit
 
     tqdm = import_tqdm()
 
@@ -479,7 +479,9 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
     p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene", help="model (default dawid_skene)")
     p.add_argument("--method", choices=CLI_METHODS, default=default_method,
                    help=f"mcmc: NUTS in Stan; optimize: posterior mode in Stan; em: posterior mode by EM; em-ml: "
-                        f"maximum likelihood by EM (default {default_method})")
+                        f"maximum likelihood by EM; gibbs: blocked Gibbs sampler in numba (not hierarchical), for "
+                        f"large data; pathfinder: Stan's Pathfinder approximation (cmdstanpy engine) "
+                        f"(default {default_method})")
     p.add_argument("--ml", action="store_true",
                    help="maximum likelihood by EM (the same as --method em-ml; overrides --method)")
     p.add_argument("--out", default="pyrater-out", help="output folder (created; default pyrater-out)")

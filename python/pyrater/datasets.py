@@ -20,7 +20,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from .simulate import Simulation, simulate_dawid_skene
+from .simulation import Simulation, simulate_dawid_skene
 
 __all__ = ["anesthesia", "caries", "example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
 

@@ -72,7 +72,7 @@ import numpy as np
 import pandas as pd
 
 from .data import RatingData, as_rating_data
-from .em import soft_majority_vote
+from .native.em import soft_majority_vote
 
 __all__ = [
     "accuracy",

@@ -84,6 +84,7 @@ _FIT_CLASSES: dict[str, Any] = {
     "em_ml": "pyrater:EMFit",
     "em_map": "pyrater:EMFit",
     "pathfinder": "pyrater.pathfinder:PathfinderFit",
+    "gibbs": "pyrater.native.results:GibbsFit",
 }
 
 # fields with their own place in the file

@@ -17,7 +17,7 @@ M-step
 with optional frequency weights ``f_i`` (e.g. tallies of distinct outcomes).
 Each iteration never decreases the log-likelihood
 ``sum_i f_i log p(x_i)``.  This is the one-rater, binary special case of the
-Dawid-Skene EM in :mod:`pyrater.em`, kept separate as a readable worked
+Dawid-Skene EM in :mod:`pyrater.native.em`, kept separate as a readable worked
 example.
 
 Worked example: three coins

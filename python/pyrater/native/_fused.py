@@ -1,6 +1,6 @@
 """One fused EM iteration for the Dawid-Skene family, compiled with numba.
 
-:mod:`pyrater.em` runs the E-step and the M-step as two sparse products
+:mod:`pyrater.native.em` runs the E-step and the M-step as two sparse products
 (scipy's ``csr_matvecs`` / ``csc_matvecs``) plus a handful of passes over an
 ``(I, K)`` buffer.  The kernel here does the same maths in a single pass over
 the CSR counts: for each unit ``i``
@@ -16,7 +16,7 @@ the CSR counts: for each unit ``i``
    ``n_k += w_i T[i, k]`` and the objective ``sum_i w_i ll_i``.
 
 The M-step that turns ``N`` and ``n_k`` into ``pi`` and ``theta`` stays in
-:mod:`pyrater.em` (:func:`pyrater.em._m_step_from_counts`), shared with the
+:mod:`pyrater.native.em` (:func:`pyrater.native.em._m_step_from_counts`), shared with the
 scipy path.
 
 Layout and speed
@@ -381,7 +381,7 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
 def vote_shares(indptr, indices, data, out):  # pragma: no cover - compiled
     """Soft majority vote into ``out`` (I, K), K <= KP: the share of each rating among a unit's counts.
 
-    Same result as :func:`pyrater.em.soft_majority_vote` (sums of counts
+    Same result as :func:`pyrater.native.em.soft_majority_vote` (sums of counts
     are exact); a unit without counts gets ``1/K``.
     """
     I, K = out.shape

@@ -33,7 +33,7 @@ estimates up to rounding.
 
 numba (the default from 500,000 stored counts on, when numba imports and K <= 8)
     One pass over the count matrix per iteration: the compiled kernel of
-    :mod:`pyrater._fused` computes each unit's log joint, its log-sum-exp,
+    :mod:`pyrater.native._fused` computes each unit's log joint, its log-sum-exp,
     class probabilities and log-likelihood, and scatters ``w_i T[i, k]``
     into the expected counts while the unit's entries are still in cache.
     The M-step maths below (:func:`_m_step_from_counts`) is shared with the
@@ -88,14 +88,14 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln, xlog1py, xlogy
 
-from .data import RatingData, as_rating_data
-from .kernel import _clamp_known, log_joint, log_theta_matrix
+from ..data import RatingData, as_rating_data
+from ..kernel import _clamp_known, log_joint, log_theta_matrix
 
 try:  # the C routine behind ``csr_matrix @ dense``; lets the E-step reuse its output buffer
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 except ImportError:  # pragma: no cover - other scipy layouts fall back to the public product
     _csr_matvecs = None
-from .models import (
+from ..models import (
     ClassConditionalDawidSkene,
     DawidSkene,
     HierarchicalDawidSkene,
@@ -103,7 +103,7 @@ from .models import (
     Model,
     get_model,
 )
-from .results import Fit
+from ..results import Fit
 
 __all__ = ["em", "EMFit", "EMConvergenceWarning", "soft_majority_vote"]
 
@@ -864,7 +864,7 @@ def _run(
 
 
 def _load_fused() -> Any:
-    """The numba kernels of :mod:`pyrater._fused`, or None when numba cannot be imported."""
+    """The numba kernels of :mod:`pyrater.native._fused`, or None when numba cannot be imported."""
     try:
         from . import _fused
     except ImportError:
@@ -873,7 +873,7 @@ def _load_fused() -> Any:
 
 
 def _choose_backend(backend: str, prob: _Problem) -> Any:
-    """The :mod:`pyrater._fused` module when the fused numba path is used, else None."""
+    """The :mod:`pyrater.native._fused` module when the fused numba path is used, else None."""
     usable = prob.fast and 2 <= prob.K <= _FUSED_MAX_K
     if backend == "scipy" or (backend == "auto" and (not usable or prob.counts.nnz < _FUSED_MIN_NNZ)):
         return None
@@ -890,7 +890,7 @@ def _choose_backend(backend: str, prob: _Problem) -> Any:
 
 
 class _FusedKernel:
-    """One fused EM pass (:func:`pyrater._fused.em_iteration`) over a problem, with reused buffers.
+    """One fused EM pass (:func:`pyrater.native._fused.em_iteration`) over a problem, with reused buffers.
 
     The units are split into ``n_threads`` contiguous ranges of about equal
     numbers of stored counts; each range runs in its own thread (the kernel
@@ -974,7 +974,7 @@ def _run_fused(
 
     Same iterations, objective and stopping rule as :func:`_run`; the first
     M-step (from the initial class probabilities) takes its sums from
-    :func:`pyrater._fused.expected_counts`.  The
+    :func:`pyrater.native._fused.expected_counts`.  The
     class probabilities are written, into the memory of ``T``, only when the
     stopping rule needs them (once the objective and the parameters have
     settled, :class:`_Convergence` rule 3) and by the pass of iteration
@@ -1220,7 +1220,7 @@ def em(
         either way.
     backend : {"auto", "numba", "scipy"}
         How an iteration is computed.  ``"numba"``: one fused pass over the
-        count matrix per iteration (:mod:`pyrater._fused`; needs numba and
+        count matrix per iteration (:mod:`pyrater.native._fused`; needs numba and
         at most 8 categories), about 2x faster than ``"scipy"``, the two
         sparse products of the module notes.  ``"auto"`` uses numba when it
         can be imported, K <= 8 and the (possibly compressed) count matrix
@@ -1252,7 +1252,7 @@ def em(
     Examples
     --------
     >>> import pandas as pd
-    >>> from pyrater.em import em
+    >>> from pyrater import em
     >>> df = pd.DataFrame({"item": [1, 1, 2, 2, 3, 3], "rater": ["a", "b"] * 3,
     ...                    "rating": [1, 1, 2, 2, 1, 2]})
     >>> fit = em(df, model="class_conditional")
