@@ -19,6 +19,7 @@ from . import evaluate, kernel, lcm, plots, probit
 from .compare import compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .native.em import EMFit, em
+from .native.distributed import DistributedRatingData
 from .evaluate import majority_vote, score
 from .fit import fit
 from .mixture import binomial_mixture_em
@@ -54,6 +55,7 @@ __all__ = [
     "fit",
     "em",
     "EMFit",
+    "DistributedRatingData",
     "Fit",
     "FitSummary",
     "load",
