@@ -85,7 +85,10 @@ def fit(
     Parameters
     ----------
     data : RatingData or DataFrame
-        Ratings; a DataFrame is read in ``data_format``.
+        Ratings; a DataFrame is read in ``data_format``.  A Dask DataFrame
+        (long; column names in ``data_options``) or a
+        :class:`pyrater.DistributedRatingData` is fitted on the Dask cluster
+        (``method="em"``; see :mod:`pyrater.native.distributed`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
         ``"homogeneous"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
@@ -134,6 +137,12 @@ def fit(
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     model = get_model(model)
+    from .native.distributed import is_distributed
+
+    if is_distributed(data):  # a Dask DataFrame or DistributedRatingData: fitted on the cluster
+        from .native.distributed.fit import fit_distributed
+
+        return fit_distributed(data, model, method, data_format, known=known, seed=seed, **data_options)
     data = as_rating_data(data, data_format, **data_options)
     K, J = data.n_categories, data.n_raters
     priors = model.priors(K, J)

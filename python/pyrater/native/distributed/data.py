@@ -126,7 +126,22 @@ def _encode_partition(
 
 
 def _block_info(block: Block) -> tuple[int, int, str]:
-    return block.n_units, block.n_ratings, str(block.items.dtype)
+    kind = pd.api.types.infer_dtype(block.items, skipna=True)
+    return block.n_units, block.n_ratings, "string" if kind == "string" else str(block.items.dtype)
+
+
+def _item_dtype(info: list[tuple[int, int, str]]) -> Any:
+    """One dtype for the item labels of every partition (Dask needs one ``meta``)."""
+    kinds = {i[2] for i in info if i[0] > 0}
+    if kinds == {"string"}:
+        return pd.StringDtype("pyarrow")  # what Dask makes of string columns; Parquet writes it
+    if len(kinds) == 1:
+        try:
+            dtype = np.dtype(kinds.pop())
+        except TypeError:
+            return object
+        return dtype if dtype.kind in "iufMmb" else object
+    return object
 
 
 def _attach_known(block: Block, labels: np.ndarray, codes: np.ndarray) -> tuple[Block, np.ndarray]:
@@ -390,8 +405,7 @@ class DistributedRatingData:
 
         n_items = int(sum(i[0] for i in info))
         n_ratings = int(sum(i[1] for i in info))
-        dtypes = {i[2] for i in info if i[0] > 0}
-        item_dtype = np.dtype(dtypes.pop()) if len(dtypes) == 1 and "[" not in next(iter(dtypes)) else object
+        item_dtype = _item_dtype(info)
         return cls(
             blocks=blocks,
             rater_labels=rater_labels,

@@ -1,0 +1,30 @@
+"""``pyrater.fit`` on distributed data: the methods that run on a Dask cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...models import Model
+
+__all__ = ["fit_distributed", "DISTRIBUTED_METHODS"]
+
+DISTRIBUTED_METHODS = ("em",)
+
+
+def fit_distributed(data: Any, model: Model, method: str, data_format: str, *, known: Any = None,
+                    seed: int | None = None, **data_options: Any) -> Any:
+    """Dispatch :func:`pyrater.fit` for a Dask DataFrame or :class:`DistributedRatingData`.
+
+    ``method="em"`` is the posterior mode by distributed EM (as in memory).
+    Stan's methods need the ratings in one process and are refused.
+    """
+    if data_format != "long":
+        raise ValueError(f"distributed data are long ratings (data_format='long'), got data_format={data_format!r}")
+    if method not in DISTRIBUTED_METHODS:
+        raise ValueError(
+            f"method={method!r} needs the ratings in memory (Stan); on distributed data use one of "
+            f"{DISTRIBUTED_METHODS}, or collect a small data set with ddf.compute()"
+        )
+    from .em import em
+
+    return em(data, model, method="map", known=known, seed=seed, **data_options)
