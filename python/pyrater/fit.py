@@ -22,8 +22,8 @@ from .results import Fit
 
 __all__ = ["fit", "METHODS"]
 
-METHODS = ("mcmc", "optimize", "em")
-Method = Literal["mcmc", "optimize", "em"]
+METHODS = ("mcmc", "optimize", "em", "gibbs")
+Method = Literal["mcmc", "optimize", "em", "gibbs"]
 
 
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -78,6 +78,7 @@ def fit(
     n_inits: int = 4,
     progress: bool = True,
     log_lik: bool = True,
+    thin: int = 1,
     **data_options: Any,
 ) -> Fit:
     """Fit a Dawid-Skene-family model to rating data.
@@ -93,8 +94,11 @@ def fit(
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
         ``"homogeneous"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
         priors.
-    method : {"mcmc", "optimize", "em"}
-        ``"mcmc"``: NUTS in Stan; ``"optimize"``: posterior mode in Stan
+    method : {"mcmc", "optimize", "em", "gibbs"}
+        ``"mcmc"``: NUTS in Stan; ``"gibbs"``: the blocked Gibbs sampler
+        in numba (:func:`pyrater.native.gibbs.gibbs`; Dawid-Skene,
+        class-conditional and homogeneous models, same priors as Stan,
+        one pass over the counts per draw: for large data); ``"optimize"``: posterior mode in Stan
         (L-BFGS from ``n_inits`` starts, best kept); ``"em"``: posterior mode
         by the numpy EM with the model's priors (see :func:`pyrater.em` for
         maximum likelihood).  Modes need every Dirichlet/Beta hyperparameter
@@ -125,17 +129,22 @@ def fit(
         Show sampler progress.
     log_lik : bool
         Write the per-item log-likelihood (needed for LOO/WAIC).
+    thin : int
+        ``method="gibbs"`` only: keep every ``thin``-th of the ``draws``
+        sweeps (memory; see :mod:`pyrater.native.gibbs`).
     **data_options
         Passed to the DataFrame reader (column names, ``categories``, ``tally``).
 
     Returns
     -------
-    MCMCFit, OptimizeFit or EMFit
+    MCMCFit, GibbsFit, OptimizeFit or EMFit
         All answer ``summary``, ``point_estimate``, ``class_probabilities``,
         ``posterior_interval``, ``posterior_samples``, ``mcmc_diagnostics``.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if method != "gibbs" and thin != 1:
+        raise ValueError(f"thin is used by method='gibbs' only; got thin={thin!r} with method={method!r}")
     model = get_model(model)
     from .native.distributed import is_distributed
 
@@ -157,6 +166,14 @@ def fit(
     chains = _positive_int("chains", chains)
     warmup = _positive_int("warmup", warmup, minimum=0)
     draws = _positive_int("draws", draws)
+    thin = _positive_int("thin", thin)
+    if method == "gibbs":
+        if inits is not None:
+            raise ValueError("inits are not used by method='gibbs' (chains start around the majority vote)")
+        from .native.gibbs import gibbs
+
+        return gibbs(data, model, chains=chains, warmup=warmup, draws=draws, thin=thin, seed=seed, known=known,
+                     log_lik=log_lik)
     n_inits = _positive_int("n_inits", n_inits)
     if inits is not None:
         if not isinstance(inits, (list, tuple)) or not all(isinstance(x, dict) for x in inits):

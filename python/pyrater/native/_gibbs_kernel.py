@@ -1,0 +1,279 @@
+"""One chain of the blocked Gibbs sampler, compiled with numba.
+
+The whole chain runs in one call (:func:`run_chain`), which releases the
+GIL, so chains run in parallel threads.  Random numbers come from the
+chain's own :class:`numpy.random.Generator` (numba draws from its bit
+generator directly), so a chain's draws depend on its seed only, never on
+thread scheduling.
+
+One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
+-----------------------------------------------------------------------------
+1. For every unit ``i``: ``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` with
+   ``LT[j*K + l, k] = log theta[j, k, l]`` (one pass over the unit's stored
+   counts).  ``w_i = 1``: draw ``z_i`` from ``softmax(lj)``; ``w_i > 1`` (a
+   pattern of grouped data): split the tally ``w_i`` over the classes by a
+   multinomial draw (conditional binomials).  A known unit keeps its class.
+   Then scatter the unit's counts into the class-by-rating counts
+   ``N[j*K + l, k] += C[i, j*K + l] * m_ik`` and class totals ``n_k += m_ik``
+   (``m_ik`` items of unit ``i`` in class ``k``).  ``log sum_k exp(lj[k])``
+   is the unit's marginal log-likelihood under the parameters of the
+   previous sweep: it is written as that sweep's ``log_lik`` when that sweep
+   was stored (``lj[known]`` for a known unit, as in the Stan programs).
+2. ``pi ~ Dirichlet(alpha + n)`` and, by model (``kind``),
+
+   * 0, Dawid-Skene: ``theta[j, k, :] ~ Dirichlet(beta[j, k, :] + N[j, k, :])``;
+   * 1, class-conditional: ``p[j, k] ~ Beta(beta1_k + N[j, k, k],
+     beta2_k + sum_{l != k} N[j, k, l])``, ``theta[j, k, k] = p[j, k]``,
+     ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)``;
+   * 2, homogeneous: ``theta[k, :] ~ Dirichlet(beta[k, :] + sum_j N[j, k, :])``.
+
+Dirichlet draws are normalised Gamma draws.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["run_chain", "DAWID_SKENE", "CLASS_CONDITIONAL", "HOMOGENEOUS"]
+
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _dirichlet_into(rng, shape, out):  # pragma: no cover - compiled
+    """``out ~ Dirichlet(shape)`` (1-d arrays of equal length) by normalised Gamma draws."""
+    tot = 0.0
+    for l in range(shape.size):
+        g = rng.gamma(shape[l], 1.0)
+        out[l] = g
+        tot += g
+    if tot > 0.0:
+        for l in range(shape.size):
+            out[l] /= tot
+    else:  # every Gamma draw underflowed (all shapes tiny): the mass sits on the largest shape
+        best = 0
+        for l in range(shape.size):
+            out[l] = 0.0
+            if shape[l] > shape[best]:
+                best = l
+        out[best] = 1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _log_theta_matrix(theta, J, K, LT):  # pragma: no cover - compiled
+    """``LT[j*K + l, k] = log theta[j, k, l]`` (theta (J, K, K), or (1, K, K) shared by all raters)."""
+    shared = theta.shape[0] == 1
+    for j in range(J):
+        jj = 0 if shared else j
+        for k in range(K):
+            for l in range(K):
+                x = theta[jj, k, l]
+                LT[j * K + l, k] = math.log(x) if x > 0.0 else -np.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k):  # pragma: no cover
+    """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
+
+    ``sample`` False: only the log-likelihoods (``ll_row``) are computed.
+    ``ll_row`` empty: they are not written.
+    """
+    I = indptr.size - 1
+    has_known = known.size > 0
+    write_ll = ll_row.size > 0
+    lj = np.empty(K)
+    e = np.empty(K)
+    m_i = np.zeros(K, np.int64)
+    total = 0.0
+    if sample:
+        N[:, :] = 0.0
+        n_k[:] = 0.0
+    for i in range(I):
+        for k in range(K):
+            lj[k] = log_pi[k]
+        for c in range(indptr[i], indptr[i + 1]):
+            col = indices[c]
+            v = data[c]
+            for k in range(K):
+                lj[k] += v * LT[col, k]
+        w = weight[i]
+        kk = known[i] if has_known else -1
+        s = 0.0
+        if kk >= 0:
+            ll = lj[kk]
+        else:
+            mx = lj[0]
+            for k in range(1, K):
+                if lj[k] > mx:
+                    mx = lj[k]
+            for k in range(K):
+                e[k] = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
+                s += e[k]
+            ll = mx + math.log(s)
+        if write_ll:
+            ll_row[i] = ll
+        total += w * ll
+        if not sample or w == 0:
+            continue
+        # the unit's items over the classes
+        for k in range(K):
+            m_i[k] = 0
+        if kk >= 0:
+            m_i[kk] = w
+        elif w == 1:
+            u = rng.random() * s
+            z = K - 1
+            acc = 0.0
+            for k in range(K - 1):
+                acc += e[k]
+                if u < acc:
+                    z = k
+                    break
+            m_i[z] = 1
+        else:  # multinomial split of the pattern's tally by conditional binomials
+            rem = w
+            rest = s
+            for k in range(K - 1):
+                if rem == 0:
+                    break
+                p = e[k] / rest if rest > 0.0 else 0.0
+                if p >= 1.0:
+                    m_i[k] = rem
+                    rem = 0
+                    break
+                if p > 0.0:
+                    m_i[k] = rng.binomial(rem, p)
+                    rem -= m_i[k]
+                rest -= e[k]
+            m_i[K - 1] += rem
+        for k in range(K):
+            if m_i[k] > 0:
+                mk = float(m_i[k])
+                n_k[k] += mk
+                for c in range(indptr[i], indptr[i + 1]):
+                    N[indices[c], k] += data[c] * mk
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row):  # pragma: no cover
+    """Step 2 of a sweep: pi, theta (and p) from their conditionals given the counts."""
+    for k in range(K):
+        shape[k] = alpha[k] + n_k[k]
+    _dirichlet_into(rng, shape, pi)
+    if kind == DAWID_SKENE:
+        for j in range(J):
+            for k in range(K):
+                for l in range(K):
+                    shape[l] = beta[j, k, l] + N[j * K + l, k]
+                _dirichlet_into(rng, shape, row)
+                for l in range(K):
+                    theta[j, k, l] = row[l]
+    elif kind == HOMOGENEOUS:
+        for k in range(K):
+            for l in range(K):
+                tot = 0.0
+                for j in range(J):
+                    tot += N[j * K + l, k]
+                shape[l] = beta[0, k, l] + tot
+            _dirichlet_into(rng, shape, row)
+            for l in range(K):
+                theta[0, k, l] = row[l]
+    else:  # class-conditional
+        for j in range(J):
+            for k in range(K):
+                right = N[j * K + k, k]
+                tot = 0.0
+                for l in range(K):
+                    tot += N[j * K + l, k]
+                a = rng.gamma(beta1[k] + right, 1.0)
+                b = rng.gamma(beta2[k] + (tot - right), 1.0)
+                pk = a / (a + b) if a + b > 0.0 else (1.0 if beta1[k] >= beta2[k] else 0.0)
+                p[j, k] = pk
+                off = (1.0 - pk) / (K - 1)
+                for l in range(K):
+                    theta[j, k, l] = pk if l == k else off
+
+
+@numba.njit(cache=True, nogil=True)
+def run_chain(
+    indptr, indices, data, weight, known, kind, K, alpha, beta, beta1, beta2,
+    N0, n0, n_warmup, n_sweeps, thin, rng, pi_out, theta_out, p_out, ll_out, ll_total_out,
+):  # pragma: no cover - compiled
+    """Run one chain: a parameter step from the starting counts, then the sweeps.
+
+    Parameters
+    ----------
+    indptr, indices : int arrays
+        CSR structure of the count matrix (I, J*K).
+    data : float64 array (nnz,)
+        The counts.
+    weight : int64 array (I,)
+        Items per unit (1, or the pattern tally).
+    known : int64 array (I,) or empty
+        Known class code per unit, -1 unknown.
+    kind : int
+        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL` or :data:`HOMOGENEOUS`.
+    K : int
+    alpha : float64 (K,)
+    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous), or unused
+    beta1, beta2 : float64 (K,) (class-conditional), or unused
+    N0 : float64 (J*K, K), n0 : float64 (K,)
+        Counts of a starting class assignment (overwritten: the working counts).
+    n_warmup, n_sweeps, thin : int
+        Warm-up sweeps, then ``n_sweeps`` sweeps of which every ``thin``-th is
+        kept (``n_sweeps // thin`` draws, the rows of the outputs).
+    rng : numpy Generator
+        The chain's random stream.
+    pi_out : float64 (n_keep, K)
+    theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
+    p_out : float64 (n_keep, J, K) (class-conditional) or empty
+    ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
+    ll_total_out : float64 (n_keep,)
+        ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
+    """
+    JK = N0.shape[0]
+    J = JK // K
+    I = indptr.size - 1
+    Jt = theta_out.shape[1]
+    pi = np.empty(K)
+    theta = np.empty((Jt, K, K))
+    p = np.empty((J, K)) if kind == CLASS_CONDITIONAL else np.empty((0, K))
+    shape = np.empty(K)
+    row = np.empty(K)
+    log_pi = np.empty(K)
+    LT = np.empty((JK, K))
+    empty_ll = np.empty(0)
+    N = N0
+    n_k = n0
+    _parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
+    n_total = n_warmup + n_sweeps
+    n_keep = pi_out.shape[0]
+    prev = -1  # index of the kept draw whose parameters the next z pass uses
+    write_ll = ll_out.shape[1] == I and I > 0 and ll_out.shape[0] > 0
+    for t in range(n_total):
+        for k in range(K):
+            log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+        _log_theta_matrix(theta, J, K, LT)
+        ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
+        total = _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k)
+        if prev >= 0:
+            ll_total_out[prev] = total
+        _parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
+        prev = -1
+        if t >= n_warmup and (t - n_warmup + 1) % thin == 0 and (t - n_warmup) // thin < n_keep:
+            s = (t - n_warmup) // thin
+            pi_out[s, :] = pi
+            theta_out[s] = theta
+            if kind == CLASS_CONDITIONAL:
+                p_out[s] = p
+            prev = s
+    if prev >= 0:  # the last kept draw's log-likelihood: one pass without sampling
+        for k in range(K):
+            log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+        _log_theta_matrix(theta, J, K, LT)
+        ll_row = ll_out[prev] if write_ll else empty_ll
+        ll_total_out[prev] = _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k)

@@ -1,0 +1,338 @@
+"""The blocked Gibbs sampler (method="gibbs") against Stan NUTS, and its own contract."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("numba")
+
+import pyrater  # noqa: E402
+from pyrater.native.gibbs import gibbs  # noqa: E402
+from pyrater.native.priors import conjugate_prior, log_prior_density  # noqa: E402
+from pyrater.native.results import GibbsFit, label_switching  # noqa: E402
+
+MODELS = ("dawid_skene", "class_conditional", "homogeneous")
+
+# short chains in the contract tests: Rhat warnings are expected there (the NUTS comparisons run long chains)
+pytestmark = pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")
+
+
+# ------------------------------------------------------------------ agreement with NUTS
+
+
+def _flat(fit) -> np.ndarray:
+    """pi and theta draws as (chains, draws, K + J*K*K)."""
+    pi = np.asarray(fit.draws["pi"])
+    theta = fit._theta_chains()
+    C, S = pi.shape[:2]
+    return np.concatenate([pi, theta.reshape(C, S, -1)], axis=2)
+
+
+def _estimates(x: np.ndarray) -> dict:
+    """Posterior mean, 5% and 95% quantiles per entry, each with its Monte Carlo standard error."""
+    import arviz as az
+
+    ds = az.convert_to_dataset({"x": x})
+    pooled = x.reshape(-1, x.shape[2])
+    out = {"mean": (pooled.mean(axis=0), az.mcse(ds)["x"].to_numpy())}
+    for q in (0.05, 0.95):
+        out[q] = (np.quantile(pooled, q, axis=0), az.mcse(ds, method="quantile", prob=q)["x"].to_numpy())
+    return out
+
+
+def _z_scores(a_fit, b_fit) -> dict:
+    """|z| of the difference of two fits' estimates over their combined Monte Carlo error, per entry."""
+    a, b = _estimates(_flat(a_fit)), _estimates(_flat(b_fit))
+    out = {}
+    for key in a:
+        (ea, sa), (eb, sb) = a[key], b[key]
+        se = np.hypot(sa, sb)
+        # entries fixed in both fits (e.g. a class-conditional off-diagonal with K = 2 equals 1 - p) have se > 0
+        out[key] = np.abs(ea - eb) / se
+    return out
+
+
+def _rb_mcse(fit) -> np.ndarray:
+    """Monte Carlo standard error of the Rao-Blackwellised class probabilities (units, K)."""
+    import arviz as az
+
+    from pyrater.kernel import class_log_posterior
+
+    pi = np.asarray(fit.draws["pi"])
+    theta = fit._theta_chains()
+    C, S, K = pi.shape
+    per_draw = np.empty((C, S, fit.data.n_units * K))
+    for c in range(C):
+        for s in range(S):
+            lp, _ = class_log_posterior(fit.data.counts, np.log(pi[c, s]), np.log(theta[c, s]), known=fit.known)
+            per_draw[c, s] = np.exp(lp).ravel()
+    se = az.mcse(az.convert_to_dataset({"x": per_draw}))["x"].to_numpy()
+    return np.nan_to_num(se).reshape(-1, K)
+
+
+def _assert_agree(gibbs_fit, stan_fit, max_z: float = 4.0, rb_tol: float = 0.01) -> None:
+    """|z| < 4 for means and 90% interval bounds of pi and theta; class probabilities within 0.01.
+
+    The class probabilities of an item whose posterior is split between classes are themselves
+    Monte Carlo estimates (4,000 NUTS draws give them a standard error near 0.005): where four
+    combined standard errors exceed 0.01, that is the tolerance.
+    """
+    z = _z_scores(gibbs_fit, stan_fit)
+    for key, values in z.items():
+        assert np.all(np.isfinite(values)), key
+        worst = int(np.argmax(values))
+        assert values[worst] < max_z, f"{key}: |z| = {values[worst]:.2f} at entry {worst}"
+    diff = np.abs(gibbs_fit.class_probabilities().to_numpy() - stan_fit.class_probabilities().to_numpy())
+    tol = np.maximum(rb_tol, max_z * np.hypot(_rb_mcse(gibbs_fit), _rb_mcse(stan_fit)))
+    assert np.all(diff < tol), f"class probabilities differ by {diff.max():.4f}"
+
+
+@pytest.fixture(scope="module")
+def anesthesia(anesthesia_path):
+    return pd.read_csv(anesthesia_path)
+
+
+@pytest.fixture(scope="module")
+def caries(caries_path):
+    return pyrater.RatingData.from_grouped(pd.read_csv(caries_path))
+
+
+def _nuts(data, model, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return pyrater.fit(data, model, method="mcmc", chains=4, warmup=1000, draws=1000, seed=3, progress=False, **kw)
+
+
+@pytest.mark.stan
+@pytest.mark.slow
+def test_agrees_with_nuts_on_anesthesia(anesthesia, anesthesia_fit):
+    g = pyrater.fit(anesthesia, "dawid_skene", method="gibbs", chains=4, warmup=1000, draws=4000, seed=1)
+    _assert_agree(g, anesthesia_fit)
+
+
+@pytest.mark.stan
+@pytest.mark.slow
+def test_class_conditional_agrees_with_nuts_on_anesthesia(anesthesia, anesthesia_cc_fit):
+    g = pyrater.fit(anesthesia, "class_conditional", method="gibbs", chains=4, warmup=1000, draws=4000, seed=1)
+    _assert_agree(g, anesthesia_cc_fit)
+    # p is the diagonal of theta, kept as its own variable like the Stan program's
+    p = np.asarray(g.draws["p"])
+    theta = np.asarray(g.draws["theta"])
+    K = theta.shape[-1]
+    np.testing.assert_array_equal(p, theta[..., np.arange(K), np.arange(K)])
+
+
+@pytest.mark.stan
+@pytest.mark.slow
+def test_agrees_with_nuts_on_grouped_caries(caries):
+    s = _nuts(caries, "dawid_skene")
+    g = pyrater.fit(caries, "dawid_skene", method="gibbs", chains=4, warmup=1000, draws=4000, seed=1)
+    _assert_agree(g, s)
+
+
+@pytest.mark.stan
+@pytest.mark.slow
+@pytest.mark.parametrize("model", MODELS)
+def test_agrees_with_nuts_on_simulated_data(model):
+    sim = pyrater.simulate(model, n_items=150, n_raters=4, n_categories=3, seed=11)
+    cats = sim.data.categories
+    known = {sim.data.unit_labels[i]: cats[sim.z[i]] for i in (0, 1)} if model == "dawid_skene" else None
+    s = _nuts(sim.data, model, known=known)
+    g = pyrater.fit(sim.data, model, method="gibbs", chains=4, warmup=1000, draws=4000, seed=2, known=known)
+    _assert_agree(g, s)
+    # the per-item log-likelihood is the same function of the draws as the Stan program's generated quantity
+    from pyrater.kernel import class_log_posterior
+
+    pi, theta = g._draws()
+    ll = np.asarray(g.draws["log_lik"]).reshape(pi.shape[0], -1)
+    for s_ in (0, pi.shape[0] // 2, pi.shape[0] - 1):
+        _, ref = class_log_posterior(sim.data.counts, np.log(pi[s_]), np.log(theta[s_]), known=g.known)
+        np.testing.assert_allclose(ll[s_], ref, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ the sampler's own contract
+
+
+@pytest.fixture(scope="module")
+def small():
+    theta = np.full((4, 3, 3), 0.1) + np.eye(3) * 0.7  # raters right 80% of the time
+    return pyrater.simulate("dawid_skene", n_items=120, n_raters=4, n_categories=3, seed=5, theta=theta)
+
+
+def test_recovers_simulated_truth(small):
+    f = pyrater.fit(small.data, "dawid_skene", method="gibbs", chains=2, warmup=300, draws=1000, seed=1)
+    assert isinstance(f, GibbsFit) and f.method == "gibbs" and f.engine == "pyrater-gibbs"
+    interval = f.posterior_interval(0.99, "pi")
+    truth = np.asarray(small.pi)
+    assert np.all((interval.sel(bound="lower").values < truth) & (truth < interval.sel(bound="upper").values))
+    z = f.point_estimate("z")
+    assert (small.data.encode_categories(z.to_numpy()) == small.z).mean() > 0.9
+    assert f.draws["pi"].shape == (2, 1000, 3) and f.draws["theta"].shape == (2, 1000, 4, 3, 3)
+    assert f.draws["log_lik"].shape == (2, 1000, 120) and f.sample_stats["lp"].shape == (2, 1000)
+    assert f.mcmc_diagnostics(warn=False).attrs["max_rhat"] < 1.02
+
+
+def test_same_seed_same_draws_whatever_the_threads(small):
+    a = gibbs(small.data, "dawid_skene", chains=3, warmup=20, draws=50, seed=7, n_threads=1)
+    b = gibbs(small.data, "dawid_skene", chains=3, warmup=20, draws=50, seed=7, n_threads=2)
+    c = gibbs(small.data, "dawid_skene", chains=3, warmup=20, draws=50, seed=8, n_threads=2)
+    for key in ("pi", "theta", "log_lik"):
+        np.testing.assert_array_equal(a.draws[key], b.draws[key])
+    assert not np.array_equal(a.draws["pi"], c.draws["pi"])
+    # chains are different streams, and start at different points
+    assert not np.array_equal(a.draws["pi"][0], a.draws["pi"][1])
+
+
+def test_thin_keeps_every_thin_th_sweep(small):
+    full = gibbs(small.data, "homogeneous", chains=2, warmup=10, draws=40, seed=4)
+    thinned = gibbs(small.data, "homogeneous", chains=2, warmup=10, draws=40, thin=4, seed=4)
+    assert thinned.draws["theta"].shape == (2, 10, 3, 3)
+    np.testing.assert_array_equal(thinned.draws["pi"], full.draws["pi"][:, 3::4])
+    np.testing.assert_array_equal(thinned.draws["log_lik"], full.draws["log_lik"][:, 3::4])
+    assert thinned.settings["thin"] == 4
+
+
+def test_grouped_and_long_data_give_the_same_posterior(caries):
+    """Grouped data splits each pattern's tally multinomially; long data draws one z per item.
+
+    The two samplers are different Markov chains on the same posterior: estimates agree within
+    Monte Carlo error.
+    """
+    long = pyrater.RatingData.from_long(caries.to_long().rename(columns=str))
+    assert long.n_units == caries.n_items
+    g = gibbs(caries, "dawid_skene", chains=2, warmup=300, draws=1500, seed=1, log_lik=False)
+    lg = gibbs(long, "dawid_skene", chains=2, warmup=300, draws=1500, seed=2, log_lik=False)
+    z = _z_scores(g, lg)
+    assert max(v.max() for v in z.values()) < 4
+
+
+def test_log_lik_and_lp_are_the_model_density(small):
+    f = gibbs(small.data, "class_conditional", chains=2, warmup=20, draws=30, seed=3)
+    from pyrater.kernel import class_log_posterior
+
+    pi, theta = f._draws()
+    ll = np.asarray(f.draws["log_lik"]).reshape(pi.shape[0], -1)
+    lp = np.asarray(f.sample_stats["lp"]).reshape(-1)
+    prior = conjugate_prior("class_conditional", 3, 4)
+    p = np.asarray(f.draws["p"]).reshape(pi.shape[0], 4, 3)
+    for s in (0, 17, pi.shape[0] - 1):  # the last draw's log-likelihood comes from the final pass
+        _, ref = class_log_posterior(small.data.counts, np.log(pi[s]), np.log(theta[s]))
+        np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
+        from scipy.stats import beta as beta_dist
+        from scipy.stats import dirichlet
+
+        log_prior = dirichlet.logpdf(pi[s], prior.alpha) + beta_dist.logpdf(p[s], prior.beta1, prior.beta2).sum()
+        np.testing.assert_allclose(lp[s], ref.sum() + log_prior, rtol=1e-10)
+    assert np.allclose(log_prior_density(prior, pi[:1], theta[:1], p[:1])[0],
+                       dirichlet.logpdf(pi[0], prior.alpha) + beta_dist.logpdf(p[0], prior.beta1, prior.beta2).sum())
+
+
+def test_known_items_keep_their_class(small):
+    labels = small.data.unit_labels[:10]
+    wrong = (small.z[:10] + 1) % 3
+    known = dict(zip(labels, small.data.categories[wrong]))  # deliberately the wrong class: the fit must obey it
+    f = gibbs(small.data, "dawid_skene", chains=2, warmup=50, draws=100, seed=1, known=known)
+    probs = f.class_probabilities().loc[labels]
+    assert np.array_equal(probs.to_numpy().argmax(axis=1), wrong)
+    assert np.allclose(probs.max(axis=1), 1.0)
+    # the per-item log-likelihood of a known item is log p(y_i, z_i), below the marginal
+    free = gibbs(small.data, "dawid_skene", chains=2, warmup=50, draws=100, seed=1)
+    assert f.draws["log_lik"][..., :10].mean() < free.draws["log_lik"][..., :10].mean()
+
+
+def test_the_fit_api_works_on_a_gibbs_fit(small, tmp_path):
+    f = gibbs(small.data, "homogeneous", chains=2, warmup=100, draws=200, seed=1)
+    assert f.draws["theta"].shape == (2, 200, 3, 3)
+    assert f.posterior_samples("theta").shape == (400, 4, 3, 3)
+    s = f.summary()
+    assert {"mean", "rhat", "ess_bulk"} <= set(s.parameters.columns)
+    idata = f.to_inference_data()
+    assert idata.posterior["theta"].dims == ("chain", "draw", "category", "rating")
+    assert "log_likelihood" in idata.groups() and idata.attrs["method"] == "gibbs"
+    loo = pyrater.loo(f, warn=False)
+    assert np.isfinite(loo["elpd_loo"])
+    back = pyrater.load(f.save(tmp_path / "g.pkl"))
+    np.testing.assert_array_equal(back.draws["pi"], f.draws["pi"])
+    assert isinstance(back, GibbsFit)
+    pred = pyrater.posterior_predict(f, draws=5, seed=1)
+    assert len(pred) == 5 * small.data.n_ratings
+
+
+def test_class_probabilities_are_rao_blackwellised(small):
+    f = gibbs(small.data, "dawid_skene", chains=2, warmup=100, draws=200, seed=1)
+    from pyrater.kernel import rao_blackwell_class_probabilities
+
+    pi, theta = f._draws()
+    ref = rao_blackwell_class_probabilities(small.data.counts, np.log(pi), np.log(theta))
+    np.testing.assert_allclose(f.class_probabilities().to_numpy(), ref)
+
+
+def test_label_switching_is_detected_and_reported(small):
+    f = gibbs(small.data, "dawid_skene", chains=3, warmup=100, draws=200, seed=1)
+    assert f.label_switching == [] and f.mcmc_diagnostics(warn=False).attrs["label_switching"] == []
+    perm = np.array([2, 0, 1])
+    draws = dict(f.draws)
+    draws["pi"] = f.draws["pi"].copy()
+    draws["theta"] = f.draws["theta"].copy()
+    draws["pi"][1] = draws["pi"][1][..., perm]
+    draws["theta"][1] = draws["theta"][1][:, :, perm, :]
+    switched = GibbsFit(data=f.data, model=f.model, priors=f.priors, draws=draws, sample_stats=f.sample_stats,
+                        known=None, engine=f.engine, settings=f.settings)
+    with pytest.warns(RuntimeWarning, match="label switching: chain 1"):
+        table = switched.mcmc_diagnostics()
+    (entry,) = table.attrs["label_switching"]
+    assert entry["chain"] == 1 and entry["reference_chains"] == [0, 2]
+    # chain 1's class perm[k]... is reference class k's: undoing it restores the reference labelling
+    assert np.array_equal(np.asarray(entry["permutation"]), np.argsort(perm))
+    assert label_switching(np.asarray(f.draws["pi"]), f._theta_chains()) == []
+
+
+def test_memory_rule(small):
+    with pytest.raises(ValueError, match="thin >= "):
+        gibbs(small.data, "dawid_skene", chains=4, draws=1000, seed=1, max_memory_gib=1e-4)
+    with pytest.warns(UserWarning, match="log_lik not kept"):
+        f = gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=100, seed=1, max_memory_gib=2e-4)
+    assert "log_lik" not in f.draws
+
+
+def test_hierarchical_is_refused_naming_mcmc(small):
+    with pytest.raises(ValueError, match="method='mcmc'"):
+        pyrater.fit(small.data, "hierarchical", method="gibbs")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"chains": 0}, "chains must be an integer >= 1"),
+        ({"draws": 2.5}, "draws must be an integer"),
+        ({"warmup": -1}, "warmup must be an integer >= 0"),
+        ({"thin": 0}, "thin must be an integer >= 1"),
+        ({"thin": 20, "draws": 10}, "thin must be <= draws"),
+        ({"seed": -3}, "seed must be"),
+        ({"inits": [{}] * 4}, "inits are not used by method='gibbs'"),
+        ({"known": {"no such item": 1}}, "not found"),
+    ],
+)
+def test_bad_arguments(small, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pyrater.fit(small.data, "dawid_skene", method="gibbs", **kwargs)
+
+
+def test_thin_with_another_method_is_refused(small):
+    with pytest.raises(ValueError, match="thin is used by method='gibbs' only"):
+        pyrater.fit(small.data, "dawid_skene", method="em", thin=2)
+
+
+def test_user_priors_are_used(small):
+    """A strong prior on pi moves the posterior of pi to it (and is reported)."""
+    alpha = np.array([500.0, 20.0, 20.0])
+    f = gibbs(small.data, pyrater.DawidSkene(alpha=alpha), chains=2, warmup=100, draws=300, seed=1)
+    np.testing.assert_array_equal(f.priors["alpha"], alpha)
+    assert f.point_estimate("pi").iloc[0] > 0.7
+    beta = np.ones((4, 3, 3))
+    f2 = gibbs(small.data, pyrater.DawidSkene(beta=beta), chains=2, warmup=50, draws=50, seed=1)
+    np.testing.assert_array_equal(f2.priors["beta"], beta)
