@@ -269,7 +269,7 @@ def main() -> None:
         w.add_argument("--iters", type=int, default=10)
         w.add_argument("--workers", type=int, default=1)
         w.add_argument("--partition-ratings", type=float, default=2.5e6)
-        w.add_argument("--n", type=int, default=0)
+        w.add_argument("--n-total", type=int, default=0)
         w.add_argument("--partitions", type=int, nargs="*", default=[2, 8, 32, 64])
     ap.add_argument("--sizes", type=float, nargs="+", default=[1e7])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
@@ -285,7 +285,7 @@ def main() -> None:
         print(json.dumps(worker_memory(a.path, a.iters)))
         return
     if a.mode == "worker-dask":
-        print(json.dumps(worker_dask(a.path, a.iters, a.workers, a.partition_ratings, a.n)))
+        print(json.dumps(worker_dask(a.path, a.iters, a.workers, a.partition_ratings, a.n_total)))
         return
     if a.mode == "worker-latency":
         print(json.dumps(worker_latency(a.iters, a.partitions)))
@@ -310,7 +310,7 @@ def main() -> None:
             print(json.dumps(results["runs"][-1]), flush=True)
         for w in a.workers:
             r = run_worker(["worker-dask", "--path", str(path), "--iters", str(a.iters), "--workers", str(w),
-                            "--partition-ratings", str(a.partition_ratings), "--n", str(n)])
+                            "--partition-ratings", str(a.partition_ratings), "--n-total", str(n)])
             if mem is not None:
                 r["max_abs_diff_theta_vs_memory"] = float(np.max(np.abs(np.subtract(r["theta"], mem["theta"]))))
                 r["max_abs_diff_pi_vs_memory"] = float(np.max(np.abs(np.subtract(r["pi"], mem["pi"]))))

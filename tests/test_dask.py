@@ -277,3 +277,83 @@ def test_a_worker_killed_mid_fit_is_recovered(client):
     mem = _in_memory(df, max_iter=12)
     _assert_same_fit(dist, mem)
     client.wait_for_workers(2, timeout=60)
+
+
+# ------------------------------------------------------------------------------------ Gibbs
+
+
+def _gibbs_data(seed: int = 1, n_items: int = 200, partitions: int = 2) -> tuple[pd.DataFrame, DistributedRatingData]:
+    df = _long("dawid_skene", n_items=n_items, seed=seed)
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    return df, DistributedRatingData.from_dask(ddf, **COLS, npartitions=partitions)
+
+
+def test_gibbs_on_the_cluster_gives_the_in_memory_posterior(client):
+    df, data = _gibbs_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # short chains: Rhat warnings
+        dist = pyrater.fit(data, "dawid_skene", method="gibbs", chains=2, warmup=30, draws=150, seed=5)
+        mem = pyrater.fit(df, "dawid_skene", method="gibbs", chains=2, warmup=200, draws=1000, seed=1, **COLS)
+    assert dist.has_draws and dist.draws["pi"].shape == (2, 150, 3)
+    assert not dist.label_switching
+    # posterior means agree within Monte Carlo error (z-score from both fits' ESS)
+    d_tab, m_tab = dist.mcmc_diagnostics(warn=False), mem.mcmc_diagnostics(warn=False)
+    d_pi, d_theta = dist._draws()
+    m_pi, m_theta = mem._draws()
+    d_flat = np.concatenate([d_pi, d_theta.reshape(len(d_theta), -1)], axis=1)
+    m_flat = np.concatenate([m_pi, m_theta.reshape(len(m_theta), -1)], axis=1)
+    se = np.sqrt(d_flat.var(axis=0) / d_tab["ess_bulk"].to_numpy() + m_flat.var(axis=0) / m_tab["ess_bulk"].to_numpy())
+    z = (d_flat.mean(axis=0) - m_flat.mean(axis=0)) / se
+    assert np.max(np.abs(z)) < 4.5, d_tab.index[np.argmax(np.abs(z))]
+    # Rao-Blackwellised class probabilities (a Dask DataFrame) agree with the in-memory ones
+    probs = dist.class_probabilities().compute()
+    ref = mem.class_probabilities()
+    diff = np.abs(probs.loc[ref.index].to_numpy() - ref.to_numpy())
+    assert diff.mean() < 0.01 and diff.max() < 0.1  # 300 draws here: Monte Carlo error of a few 0.01 at most
+    summ = dist.summary()
+    assert summ.info["partitions"] == 2 and "rhat" in summ.parameters.columns
+    idata = dist.to_inference_data()
+    assert set(idata.posterior["theta"].dims) >= {"rater", "category", "rating"}
+
+
+def test_gibbs_draws_depend_on_seed_and_partitioning_only(client):
+    df, data = _gibbs_data(seed=2, n_items=80)
+    known = {"t5": "a"}
+    kw = dict(chains=2, warmup=3, draws=8, known=known)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = pyrater.fit(data, method="gibbs", seed=7, **kw)
+        # the same partitioning built again (another shuffle run) gives the same draws
+        _, again = _gibbs_data(seed=2, n_items=80)
+        b = pyrater.fit(again, method="gibbs", seed=7, **kw)
+        c = pyrater.fit(data, method="gibbs", seed=8, **kw)
+    np.testing.assert_array_equal(a.draws["pi"], b.draws["pi"])
+    np.testing.assert_array_equal(a.draws["theta"], b.draws["theta"])
+    assert not np.array_equal(a.draws["pi"], c.draws["pi"])
+    assert not np.array_equal(a.draws["pi"][0], a.draws["pi"][1])  # chains have their own streams
+    assert a.class_probabilities().compute().loc["t5", "a"] == 1.0
+    with pytest.raises(ValueError, match="method='mcmc'"):
+        pyrater.fit(data, "hierarchical", method="gibbs", chains=1, warmup=1, draws=2)
+
+
+def test_a_worker_killed_mid_gibbs_gives_the_same_draws(client):
+    df, data = _gibbs_data(seed=3, n_items=80)
+
+    def kill(sweep: int) -> None:
+        if sweep == 4:
+            holders = client.who_has(data.blocks)
+            addr = sorted({a for where in holders.values() for a in where})[0]
+            os.kill(client.run(os.getpid, workers=[addr])[addr], signal.SIGKILL)
+            start = time.time()
+            while addr in client.scheduler_info()["workers"] and time.time() - start < 60:
+                time.sleep(0.05)
+
+    from pyrater.native.distributed.gibbs import gibbs as distributed_gibbs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        calm = distributed_gibbs(data, chains=2, warmup=2, draws=8, seed=11)
+        hit = distributed_gibbs(data, chains=2, warmup=2, draws=8, seed=11, callback=kill)
+    np.testing.assert_array_equal(calm.draws["theta"], hit.draws["theta"])
+    np.testing.assert_array_equal(calm.sample_stats["lp"], hit.sample_stats["lp"])
+    client.wait_for_workers(2, timeout=60)

@@ -37,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 from ...models import Model, get_model
-from ...results import FitSummary, parameter_names
 from .. import em as _em
 from ._require import get_client, is_dask_frame, require_dask
 from .data import Block, DistributedRatingData, tree_reduce
@@ -202,8 +201,72 @@ class Iteration:
 # ------------------------------------------------------------------------------- result
 
 
+class DistributedClasses:
+    """Per-item results of a distributed fit, kept on the cluster (shared by EM and Gibbs fits).
+
+    The class needs ``data`` (:class:`DistributedRatingData`), ``blocks``
+    (futures of the partitions, known classes attached) and
+    :meth:`_class_probability_task`: the partition task and its arguments.
+    """
+
+    data: Any
+    blocks: list | None
+
+    def _class_probability_task(self) -> tuple[Callable, tuple]:
+        raise NotImplementedError
+
+    def _class_probs(self) -> np.ndarray:
+        raise NotImplementedError(
+            "the class probabilities of a distributed fit stay on the cluster: use fit.class_probabilities() "
+            "(a Dask DataFrame; .compute() collects it, .to_parquet(path) writes it)"
+        )
+
+    def class_probabilities(self):
+        """Class probabilities as a lazy Dask DataFrame (items x categories).
+
+        Indexed by item (index named after the item column); one float column
+        per category, named ``str(category)`` (Parquet needs string column
+        names).  Nothing runs until it is computed or written.
+        """
+        dask, dd, _ = require_dask()
+        if self.blocks is None:
+            raise RuntimeError(
+                "this fit was loaded from disk: its items stayed on the cluster; write the class probabilities "
+                "with fit.class_probabilities().to_parquet(path) before saving, or refit"
+            )
+        data: DistributedRatingData = self.data
+        columns = [str(c) for c in data.categories]
+        item_name = data.columns["item"]
+        func, args = self._class_probability_task()
+        task = dask.delayed(func, pure=True)
+        parts = [task(b, *args, item_name, columns, data.item_dtype) for b in self.blocks]
+        meta = pd.DataFrame({c: pd.Series(dtype=float) for c in columns},
+                            index=pd.Index([], dtype=data.item_dtype, name=item_name))
+        return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+    def point_estimate(self, which: str = "pi"):
+        """As :meth:`pyrater.Fit.point_estimate`; ``"z"`` is a lazy Dask Series indexed by item."""
+        if which != "z":
+            return super().point_estimate(which)  # type: ignore[misc]
+        probs = self.class_probabilities()
+        cats = self.data.categories.to_numpy()
+        meta = pd.Series(cats[:0], index=probs._meta.index, name="z")
+        return probs.map_partitions(_argmax_labels, cats, meta=meta)
+
+    def _summary_classes(self, n_items: int = 10) -> pd.DataFrame:
+        """The first ``n_items`` items' classes (the full table stays on the cluster)."""
+        head = self.class_probabilities().head(n_items, npartitions=-1)
+        head.columns = pd.Index(list(self.data.categories), name="category")
+        classes = head.copy()
+        classes.insert(0, "z", self.data.categories.to_numpy()[np.argmax(head.to_numpy(), axis=1)])
+        return classes
+
+    def _distributed_info(self) -> dict[str, Any]:
+        return {"items": self.data.n_items, "partitions": self.data.n_partitions}
+
+
 @dataclass(eq=False, repr=False)
-class DistributedEMFit(_em.EMFit):
+class DistributedEMFit(DistributedClasses, _em.EMFit):
     """Result of :func:`pyrater.em` on distributed data.
 
     Same attributes and accessors as :class:`pyrater.EMFit` (``pi``,
@@ -212,10 +275,10 @@ class DistributedEMFit(_em.EMFit):
     results, which stay on the cluster:
 
     * :meth:`class_probabilities` returns a lazy ``dask.dataframe.DataFrame``
-      indexed by item (index named after the item column), one float
-      column per category named ``str(category)`` (Parquet needs string
-      column names): ``fit.class_probabilities().to_parquet(path)``;
-    * ``point_estimate("z")`` returns a lazy ``dask.dataframe.Series``.
+      indexed by item, one column per category named ``str(category)``:
+      ``fit.class_probabilities().to_parquet(path)``;
+    * ``point_estimate("z")`` returns a lazy ``dask.dataframe.Series``;
+    * ``summary()`` lists the first 10 items' classes.
 
     ``class_probs`` is None; ``timings`` has ``setup`` (validation, known
     classes), ``start`` (the first M-step's sums) and ``iterations`` (seconds
@@ -236,72 +299,17 @@ class DistributedEMFit(_em.EMFit):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def _class_probs(self) -> np.ndarray:
-        raise NotImplementedError(
-            "the class probabilities of a distributed fit stay on the cluster: use fit.class_probabilities() "
-            "(a Dask DataFrame; .compute() collects it, .to_parquet(path) writes it)"
-        )
-
-    def class_probabilities(self):  # type: ignore[override]
-        """``P(z_i = k | y_i, pi, theta)`` as a lazy Dask DataFrame (items x categories).
-
-        Indexed by item; one column per category, named ``str(category)``.
-        Each partition runs the kernel once at the estimate when computed.
-        """
-        dask, dd, _ = require_dask()
-        if self.blocks is None:
-            raise RuntimeError(
-                "this fit was loaded from disk: its items stayed on the cluster; write the class probabilities "
-                "with fit.class_probabilities().to_parquet(path) before saving, or refit"
-            )
-        data: DistributedRatingData = self.data  # type: ignore[assignment]
-        columns = [str(c) for c in data.categories]
-        item_name = data.columns["item"]
-        task = dask.delayed(partition_class_probs, pure=True)
-        parts = [task(b, self.final_params, self.backend_used, item_name, columns, data.item_dtype) for b in self.blocks]
-        meta = pd.DataFrame({c: pd.Series(dtype=float) for c in columns},
-                            index=pd.Index([], dtype=data.item_dtype, name=item_name))
-        return dd.from_delayed(parts, meta=meta, verify_meta=False)
-
-    def point_estimate(self, which: str = "pi"):
-        """As :meth:`pyrater.Fit.point_estimate`; ``"z"`` is a lazy Dask Series indexed by item."""
-        if which != "z":
-            return super().point_estimate(which)
-        probs = self.class_probabilities()
-        cats = self.data.categories.to_numpy()
-        meta = pd.Series(cats[:0], index=probs._meta.index, name="z")
-        return probs.map_partitions(_argmax_labels, cats, meta=meta)
-
-    def summary(self, prob: float = 0.9, n_items: int = 10) -> FitSummary:
-        """As :meth:`pyrater.Fit.summary`; the classes table shows the first ``n_items`` items only."""
-        pi_names, theta_names = parameter_names(self.data)
-        table = pd.DataFrame(
-            {"estimate": np.concatenate([self.pi, self.theta.ravel()])},
-            index=pd.Index(pi_names + theta_names, name="parameter"),
-        )
-        head = self.class_probabilities().head(n_items, npartitions=-1)
-        head.columns = pd.Index(list(self.data.categories), name="category")
-        classes = head.copy()
-        classes.insert(0, "z", self.data.categories.to_numpy()[np.argmax(head.to_numpy(), axis=1)])
-        return FitSummary(
-            model=self.model.title,
-            priors=self._priors(),
-            method=self.method,
-            info=self._summary_info(),
-            parameters=table,
-            classes=classes,
-        )
+    def _class_probability_task(self) -> tuple[Callable, tuple]:
+        return partition_class_probs, (self.final_params, self.backend_used)
 
     def _summary_info(self) -> dict[str, Any]:
         info = super()._summary_info()
         info.pop("units iterated", None)
-        data: DistributedRatingData = self.data  # type: ignore[assignment]
-        info["items"] = data.n_items
-        info["partitions"] = data.n_partitions
+        info.update(self._distributed_info())
         return info
 
     def __repr__(self) -> str:
-        return "Distributed" + super().__repr__()
+        return "Distributed" + _em.EMFit.__repr__(self)
 
 
 # ---------------------------------------------------------------------------------- em
