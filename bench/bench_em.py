@@ -96,7 +96,7 @@ def current_mib() -> float:
 
 def simulate(n_ratings: int, out: Path) -> dict:
     """Simulate with pyrater.simulate and store the codes as int32 .npy files."""
-    from pyrater.simulate import simulate_dawid_skene
+    from pyrater.simulation import simulate_dawid_skene
 
     I = n_ratings // RATERS_PER_ITEM
     J = n_raters_for(n_ratings)

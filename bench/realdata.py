@@ -15,6 +15,10 @@ HOM-MAP   homogeneous Dawid-Skene EM, posterior mode, default priors
 Stan-opt  :func:`pyrater.fit` ``method="optimize"`` (Stan program, L-BFGS, 4 starts)
 Stan-MCMC :func:`pyrater.fit` ``method="mcmc"`` (NUTS, 4 chains x 500 warm-up + 500 draws);
           class probabilities Rao-Blackwellised
+Gibbs-DS  :func:`pyrater.fit` ``method="gibbs"`` (blocked Gibbs, 4 chains x 500 warm-up + 1000
+          draws), Dawid-Skene, rater's default priors (the Stan program's); Rao-Blackwellised
+Gibbs-CC  the same, class-conditional Dawid-Skene
+Gibbs-HOM the same, homogeneous Dawid-Skene
 ========  =================================================================
 
 and score the class probabilities of the gold items (:func:`pyrater.evaluate.score`):
@@ -75,6 +79,9 @@ EM_SEED = 1
 #: Stan settings.
 STAN_SEED = 1
 MCMC = {"chains": 4, "warmup": 500, "draws": 500}
+#: Gibbs settings (every data set: a sweep costs one pass over the counts).
+GIBBS = {"chains": 4, "warmup": 500, "draws": 1000, "log_lik": False}
+GIBBS_METHODS = {"Gibbs-DS": "dawid_skene", "Gibbs-CC": "class_conditional", "Gibbs-HOM": "homogeneous"}
 #: Data sets larger than this (ratings) skip the Stan fits by default.
 STAN_MAX_RATINGS = 30_000
 MCMC_MAX_RATINGS = 10_000
@@ -88,7 +95,8 @@ SEMI_METHODS = ("DS-ML", "DS-MAP", "CC-MAP")
 #: Bins of the expected calibration error and the reliability diagrams.
 N_BINS = 15
 
-METHODS = ("MV", "DS-ML", "DS-MAP", "CC-ML", "CC-MAP", "HOM-ML", "HOM-MAP", "Stan-opt", "Stan-MCMC")
+METHODS = ("MV", "DS-ML", "DS-MAP", "CC-ML", "CC-MAP", "HOM-ML", "HOM-MAP", "Stan-opt", "Stan-MCMC",
+           "Gibbs-DS", "Gibbs-CC", "Gibbs-HOM")
 EM_METHODS = {
     "DS-ML": ("dawid_skene", "ml"),
     "DS-MAP": ("dawid_skene", "map"),
@@ -242,6 +250,12 @@ def fit_method(method: str, ds: Dataset, known: dict | None = None) -> tuple[pd.
             info = {"max_rhat": float(np.nanmax(np.asarray(diag["rhat"])))}
         except Exception:  # pragma: no cover - diagnostics layout differs
             info = {}
+        return f.class_probabilities(), None, info
+    if method in GIBBS_METHODS:
+        f = _quiet(lambda: pyrater.fit(data, GIBBS_METHODS[method], method="gibbs", seed=STAN_SEED, known=known, **GIBBS))
+        diag = f.mcmc_diagnostics(warn=False)
+        info = {"max_rhat": float(diag.attrs["max_rhat"]), "min_ess_bulk": float(diag.attrs["min_ess_bulk"]),
+                "label_switched_chains": len(diag.attrs["label_switching"]), "sampling_seconds": float(f.elapsed)}
         return f.class_probabilities(), None, info
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
 
@@ -572,6 +586,29 @@ def write_report(out_dir: Path, meta: dict[str, Any]) -> Path:
                      "which pyrater warns about; longer chains would be needed for the error matrices themselves, "
                      "less so for the class probabilities scored here.")
         L.append("")
+    if "Gibbs-DS" in methods:
+        g = res[res.method == "Gibbs-DS"].set_index("dataset")
+        L.append("## Full Bayesian fits everywhere: the Gibbs sampler\n")
+        L.append(f"`method='gibbs'` ran the three conjugate models on all {len(g)} data sets (4 chains x 500 warm-up "
+                 "+ 1000 draws, the Stan programs' default priors). Where NUTS also ran (Dawid-Skene, same priors) "
+                 "the two should agree up to Monte Carlo error:\n")
+        both = [d for d in order if d in g.index and np.isfinite(acc.loc[d].get("Stan-MCMC", np.nan))]
+        if both:
+            ece_p = res.pivot(index="dataset", columns="method", values="ece")
+            sec_p = res.pivot(index="dataset", columns="method", values="seconds")
+            comp = pd.DataFrame({
+                "acc Stan-MCMC": acc.loc[both, "Stan-MCMC"], "acc Gibbs-DS": acc.loc[both, "Gibbs-DS"],
+                "ECE Stan-MCMC": ece_p.loc[both, "Stan-MCMC"], "ECE Gibbs-DS": ece_p.loc[both, "Gibbs-DS"],
+                "s Stan-MCMC": sec_p.loc[both, "Stan-MCMC"], "s Gibbs-DS": sec_p.loc[both, "Gibbs-DS"],
+            })
+            L.append(_md(comp.reset_index(), 4))
+            L.append("")
+        cols = [c for c in ("max_rhat", "min_ess_bulk", "label_switched_chains", "sampling_seconds") if c in g.columns]
+        if cols:
+            L.append("Gibbs-DS diagnostics per data set (R-hat and bulk ESS over every pi and theta entry; chains "
+                     "whose classes are a permutation of the others'; the chains' own wall-clock seconds):\n")
+            L.append(_md(g[cols].reindex([d for d in order if d in g.index]).reset_index(), 3))
+            L.append("")
     for metric, title in (("macro_f1", "Macro-F1"), ("ece", "Expected calibration error (lower is better)"),
                           ("brier", "Brier score (lower is better)"), ("log_loss", "Log-loss (lower is better)"),
                           ("seconds", "Run time (s)")):
@@ -869,6 +906,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-stan", action="store_true", help="skip both Stan fits")
     ap.add_argument("--no-mcmc", action="store_true", help="skip the Stan MCMC fits")
     ap.add_argument("--no-semi", action="store_true", help="skip the semi-supervised runs")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS, help="methods to run (default all)")
     ap.add_argument("--stan-max-ratings", type=int, default=STAN_MAX_RATINGS)
     ap.add_argument("--mcmc-max-ratings", type=int, default=MCMC_MAX_RATINGS)
     ap.add_argument("--semi-min-gold", type=int, default=SEMI_MIN_GOLD, help="gold items needed for the semi-supervised runs")
@@ -884,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data_dir.is_dir():
         print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)
         return 0
-    run(args.data_dir, args.datasets, args.out_dir, stan=not args.no_stan, mcmc=not args.no_mcmc,
+    run(args.data_dir, args.datasets, args.out_dir, methods=tuple(args.methods), stan=not args.no_stan, mcmc=not args.no_mcmc,
         stan_max=args.stan_max_ratings, mcmc_max=args.mcmc_max_ratings, semi=not args.no_semi,
         semi_min_gold=args.semi_min_gold)
     return 0

@@ -20,7 +20,7 @@ from pyrater.models import (
     HierarchicalDawidSkene,
     HomogeneousDawidSkene,
 )
-from pyrater.simulate import (
+from pyrater.simulation import (
     class_conditional_theta,
     simulate_class_conditional,
     simulate_dawid_skene,
@@ -582,7 +582,7 @@ def test_wide_input_with_an_unrated_item():
 def test_ml_classes_are_aligned_with_the_ratings_whatever_the_start():
     """ML Dawid-Skene is label-symmetric: a start with permuted classes must not
     come back with permuted classes (the Hungarian relabelling undoes it)."""
-    from pyrater.simulate import simulate_dawid_skene
+    from pyrater.simulation import simulate_dawid_skene
 
     K = 3
     theta = np.full((6, K, K), 0.1)

@@ -16,7 +16,7 @@ from pyrater.native import _fused  # noqa: E402
 from pyrater.data import RatingData  # noqa: E402
 from pyrater.native.em import EMConvergenceWarning, em, soft_majority_vote  # noqa: E402
 from pyrater.kernel import class_log_posterior  # noqa: E402
-from pyrater.simulate import simulate_dawid_skene  # noqa: E402
+from pyrater.simulation import simulate_dawid_skene  # noqa: E402
 
 VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
 RTOL = 1e-10

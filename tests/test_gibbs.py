@@ -262,6 +262,18 @@ def test_the_fit_api_works_on_a_gibbs_fit(small, tmp_path):
     assert len(pred) == 5 * small.data.n_ratings
 
 
+def test_diagnostics_equal_arviz(small):
+    import arviz as az
+
+    f = gibbs(small.data, "dawid_skene", chains=3, warmup=20, draws=101, seed=1)
+    table = f.mcmc_diagnostics(warn=False)
+    x = _flat(f)
+    ds = az.convert_to_dataset({"x": x})
+    np.testing.assert_allclose(table["rhat"], az.rhat(ds)["x"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(table["ess_bulk"], az.ess(ds, method="bulk")["x"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(table["ess_tail"], az.ess(ds, method="tail")["x"].to_numpy(), rtol=1e-9)
+
+
 def test_class_probabilities_are_rao_blackwellised(small):
     f = gibbs(small.data, "dawid_skene", chains=2, warmup=100, draws=200, seed=1)
     from pyrater.kernel import rao_blackwell_class_probabilities
@@ -336,3 +348,34 @@ def test_user_priors_are_used(small):
     beta = np.ones((4, 3, 3))
     f2 = gibbs(small.data, pyrater.DawidSkene(beta=beta), chains=2, warmup=50, draws=50, seed=1)
     np.testing.assert_array_equal(f2.priors["beta"], beta)
+
+
+def test_command_line_method_gibbs(tmp_path, anesthesia_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "pyrater.cli", "fit", str(anesthesia_path), "--method", "gibbs", "--chains", "2",
+         "--draws", "200", "--out", str(tmp_path), "--quiet"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert res.returncode == 0, res.stderr
+    params = pd.read_csv(tmp_path / "parameters.csv", index_col=0)
+    assert {"mean", "5%", "95%", "rhat", "ess_bulk"} <= set(params.columns)
+    ref = pyrater.fit(pd.read_csv(anesthesia_path), method="gibbs", chains=2, draws=200, warmup=200, seed=1)
+    np.testing.assert_allclose(params["mean"].iloc[:4].to_numpy(), ref.point_estimate("pi").to_numpy(), rtol=1e-12)
+    assert (tmp_path / "trace.png").stat().st_size > 1000
+
+
+def test_more_than_eight_categories():
+    """K > 8 takes the kernel's plain loop over classes instead of the eight SIMD lanes."""
+    sim = pyrater.simulate("class_conditional", n_items=60, n_raters=3, n_categories=9, seed=2)
+    f = gibbs(sim.data, "class_conditional", chains=2, warmup=20, draws=30, seed=1)
+    from pyrater.kernel import class_log_posterior
+
+    pi, theta = f._draws()
+    ll = np.asarray(f.draws["log_lik"]).reshape(pi.shape[0], -1)
+    for s in (0, pi.shape[0] - 1):
+        _, ref = class_log_posterior(sim.data.counts, np.log(pi[s]), np.log(theta[s]))
+        np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
+    assert f.draws["pi"].shape == (2, 30, 9)

@@ -13,7 +13,7 @@ import pytest
 
 from pyrater.data import RatingData
 from pyrater.models import ClassConditionalDawidSkene, DawidSkene, HierarchicalDawidSkene, HomogeneousDawidSkene
-from pyrater.simulate import (
+from pyrater.simulation import (
     Simulation,
     class_conditional_theta,
     simulate,
@@ -24,7 +24,7 @@ from pyrater.simulate import (
 )
 
 # the package exports a function named simulate, which hides the module attribute
-simmod = importlib.import_module("pyrater.simulate")
+simmod = importlib.import_module("pyrater.simulation")
 
 ALL = {
     "dawid_skene": simulate_dawid_skene,

@@ -21,7 +21,7 @@ from .data import RatingData, RatingDataError, as_rating_data
 from .native.em import EMFit, em
 from .native.distributed import DistributedRatingData
 from .evaluate import majority_vote, score
-from .fit import fit
+from .fitting import fit
 from .mixture import binomial_mixture_em
 from .predict import PPCResult, posterior_predict, posterior_predictive_check
 from .models import (
@@ -32,7 +32,7 @@ from .models import (
     get_model,
 )
 from .results import Fit, FitSummary, load
-from .simulate import (
+from .simulation import (
     Simulation,
     simulate,
     simulate_class_conditional,

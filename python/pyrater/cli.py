@@ -91,10 +91,10 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
 
 
 def _fit(data: RatingData, args: argparse.Namespace):
-    from .fit import fit
+    from .fitting import fit
 
     kwargs = {"seed": args.seed}
-    if args.method == "mcmc":
+    if args.method in ("mcmc", "gibbs"):
         kwargs.update(chains=args.chains, draws=args.draws, warmup=args.warmup or args.draws)
     return fit(data, args.model, method=args.method, **kwargs)
 
@@ -113,7 +113,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from .compare import compare
-    from .fit import fit
+    from .fitting import fit
 
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
@@ -147,7 +147,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
     p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene")
-    p.add_argument("--method", choices=("mcmc", "optimize", "em"), default=default_method)
+    p.add_argument("--method", choices=("mcmc", "optimize", "em", "gibbs"), default=default_method,
+                   help="gibbs: blocked Gibbs sampler in numba (not hierarchical), for large data")
     p.add_argument("--out", default="pyrater-out", help="output folder (created)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--chains", type=int, default=4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .simulate import Simulation, simulate_dawid_skene
+from .simulation import Simulation, simulate_dawid_skene
 
 __all__ = ["example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
 

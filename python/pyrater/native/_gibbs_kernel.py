@@ -10,7 +10,7 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
 -----------------------------------------------------------------------------
 1. For every unit ``i``: ``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` with
    ``LT[j*K + l, k] = log theta[j, k, l]`` (one pass over the unit's stored
-   counts).  ``w_i = 1``: draw ``z_i`` from ``softmax(lj)``; ``w_i > 1`` (a
+   counts, on eight SIMD lanes as in :mod:`pyrater.native._fused` when K <= 8).  ``w_i = 1``: draw ``z_i`` from ``softmax(lj)``; ``w_i > 1`` (a
    pattern of grouped data): split the tally ``w_i`` over the classes by a
    multinomial draw (conditional binomials).  A known unit keeps its class.
    Then scatter the unit's counts into the class-by-rating counts
@@ -40,6 +40,8 @@ import numpy as np
 __all__ = ["run_chain", "DAWID_SKENE", "CLASS_CONDITIONAL", "HOMOGENEOUS"]
 
 DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
+#: lanes of the class axis in the z step (the kernel supports K <= KP)
+KP = 8
 
 
 @numba.njit(cache=True, nogil=True)
@@ -74,6 +76,38 @@ def _log_theta_matrix(theta, J, K, LT):  # pragma: no cover - compiled
                 LT[j * K + l, k] = math.log(x) if x > 0.0 else -np.inf
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lanes(indptr, indices, data, LT, log_pi, i, lj):  # pragma: no cover - compiled
+    """``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` on eight lanes (K <= 8; LT, log_pi padded)."""
+    a0 = log_pi[0]
+    a1 = log_pi[1]
+    a2 = log_pi[2]
+    a3 = log_pi[3]
+    a4 = log_pi[4]
+    a5 = log_pi[5]
+    a6 = log_pi[6]
+    a7 = log_pi[7]
+    for c in range(indptr[i], indptr[i + 1]):
+        col = indices[c]
+        v = data[c]
+        a0 += v * LT[col, 0]
+        a1 += v * LT[col, 1]
+        a2 += v * LT[col, 2]
+        a3 += v * LT[col, 3]
+        a4 += v * LT[col, 4]
+        a5 += v * LT[col, 5]
+        a6 += v * LT[col, 6]
+        a7 += v * LT[col, 7]
+    lj[0] = a0
+    lj[1] = a1
+    lj[2] = a2
+    lj[3] = a3
+    lj[4] = a4
+    lj[5] = a5
+    lj[6] = a6
+    lj[7] = a7
+
+
 @numba.njit(cache=True, nogil=True)
 def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k):  # pragma: no cover
     """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
@@ -84,21 +118,25 @@ def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
-    lj = np.empty(K)
+    lj = np.empty(max(K, KP))
     e = np.empty(K)
     m_i = np.zeros(K, np.int64)
     total = 0.0
     if sample:
         N[:, :] = 0.0
         n_k[:] = 0.0
+    lanes = K <= KP
     for i in range(I):
-        for k in range(K):
-            lj[k] = log_pi[k]
-        for c in range(indptr[i], indptr[i + 1]):
-            col = indices[c]
-            v = data[c]
+        if not lanes:  # K > 8: a plain loop over the classes
             for k in range(K):
-                lj[k] += v * LT[col, k]
+                lj[k] = log_pi[k]
+            for c in range(indptr[i], indptr[i + 1]):
+                col = indices[c]
+                v = data[c]
+                for k in range(K):
+                    lj[k] += v * LT[col, k]
+        else:
+            _lanes(indptr, indices, data, LT, log_pi, i, lj)
         w = weight[i]
         kk = known[i] if has_known else -1
         s = 0.0
@@ -244,8 +282,8 @@ def run_chain(
     p = np.empty((J, K)) if kind == CLASS_CONDITIONAL else np.empty((0, K))
     shape = np.empty(K)
     row = np.empty(K)
-    log_pi = np.empty(K)
-    LT = np.empty((JK, K))
+    log_pi = np.full(max(K, KP), -np.inf)  # lanes k >= K stay -inf
+    LT = np.zeros((JK, max(K, KP)))  # lanes k >= K stay 0
     empty_ll = np.empty(0)
     N = N0
     n_k = n0

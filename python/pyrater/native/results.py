@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
+from ..results import parameter_names
 from ..stanfit import MCMCFit
+from .diagnostics import ess_bulk, ess_tail, rhat_rank
 
 __all__ = ["GibbsFit", "label_switching", "SWITCH_RATIO"]
 
@@ -125,6 +127,20 @@ class GibbsFit(MCMCFit):
     def label_switching(self) -> list[dict[str, Any]]:
         """Switched chains (see :func:`label_switching`); empty when none."""
         return label_switching(np.asarray(self.draws["pi"]), self._theta_chains())
+
+    @cached_property
+    def _diagnostics(self) -> pd.DataFrame:
+        # ArviZ's estimators, vectorised over parameters (pyrater.native.diagnostics): with thousands
+        # of raters ArviZ's per-parameter loop would take minutes
+        pi = np.asarray(self.draws["pi"])
+        theta = self._theta_chains()
+        C, S = pi.shape[:2]
+        flat = np.concatenate([pi, theta.reshape(C, S, -1)], axis=2)
+        pi_names, theta_names = parameter_names(self.data)
+        return pd.DataFrame(
+            {"rhat": rhat_rank(flat), "ess_bulk": ess_bulk(flat), "ess_tail": ess_tail(flat)},
+            index=pd.Index(pi_names + theta_names, name="parameter"),
+        )
 
     def _summary_info(self) -> dict[str, Any]:
         return {
