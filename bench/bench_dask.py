@@ -72,7 +72,7 @@ def make_data(folder: Path, n: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pyrater.simulate import simulate_dawid_skene
+    from pyrater.simulation import simulate_dawid_skene
 
     out = folder / f"ratings_{n:.0e}".replace("+", "")
     meta = out / "_pyrater_meta.json"

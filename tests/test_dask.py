@@ -127,7 +127,9 @@ def test_em_to_convergence_with_known_items_and_map(client):
     df = _long("dawid_skene", seed=1)  # MAP converges in about 30 iterations here
     known = {"t5": "a", "t17": "c", "t40": "b", "t41": "a"}
     ddf = dd.from_pandas(df, npartitions=3, sort=False)
-    dist = distributed_em(ddf, known=known, method="map", **COLS)
+    # 10 partitions: two levels of the reduction trees (fan-in 8)
+    dist = distributed_em(ddf, known=known, method="map", npartitions=10, **COLS)
+    assert dist.data.n_partitions == 10
     mem = _in_memory(df, known=known, method="map")
     assert dist.converged and mem.converged
     _assert_same_fit(dist, mem)

@@ -157,8 +157,12 @@ def _first(pair: tuple[Block, np.ndarray]) -> Block:
     return pair[0]
 
 
-def _hits(*pairs: tuple[Block, np.ndarray]) -> np.ndarray:
-    return np.logical_or.reduce([p[1] for p in pairs])
+def _second(pair: tuple[Block, np.ndarray]) -> np.ndarray:
+    return pair[1]
+
+
+def _any(*hits: np.ndarray) -> np.ndarray:
+    return np.logical_or.reduce(hits)
 
 
 # ------------------------------------------------------------------------------- client side
@@ -449,7 +453,7 @@ class DistributedRatingData:
         client = self.client
         lab_f, codes_f = client.scatter([labels, codes], broadcast=True, hash=False)
         pairs = client.map(_attach_known, blocks, labels=lab_f, codes=codes_f, pure=False)
-        hit = tree_reduce(client, pairs, _hits).result() if len(pairs) > 1 else client.submit(_hits, pairs[0]).result()
+        hit = tree_reduce(client, client.map(_second, pairs, pure=False), _any).result()
         if not hit.all():
             raise RatingDataError(f"known-class item {_show(labels[~hit])} not found in the data")
         return client.map(_first, pairs, pure=False)
