@@ -290,6 +290,7 @@ def _gibbs_data(seed: int = 1, n_items: int = 200, partitions: int = 2) -> tuple
     return df, DistributedRatingData.from_dask(ddf, **COLS, npartitions=partitions)
 
 
+@pytest.mark.slow  # about a minute on a loaded 2-core machine: 180 sweeps of scheduler round trips
 def test_gibbs_on_the_cluster_gives_the_in_memory_posterior(client):
     df, data = _gibbs_data()
     with warnings.catch_warnings():
