@@ -111,7 +111,7 @@ def read_codes(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # -------------------------------------------------------------------------------- workers
 
 
-def worker_memory(path: Path, iters: int) -> dict:
+def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
     import warnings
 
     import pyrater
@@ -140,7 +140,17 @@ def worker_memory(path: Path, iters: int) -> dict:
         t2 = time.perf_counter()
         kern(fit.pi, fit.theta, None)
         passes.append(time.perf_counter() - t2)
+    gibbs = {}
+    if gibbs_sweeps:
+        from pyrater.native.gibbs import gibbs as memory_gibbs
+
+        memory_gibbs(tiny, chains=1, warmup=1, draws=2, seed=1, log_lik=False)  # load the kernels
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g = memory_gibbs(data, chains=1, warmup=0, draws=gibbs_sweeps, seed=1, log_lik=False)
+        gibbs = {"gibbs_per_sweep_s": g.elapsed / (gibbs_sweeps + 1)}  # + the start's parameter step and last ll pass
     return {
+        **gibbs,
         "mode": "in-memory", "n": int(data.n_ratings), "I": data.n_units, "J": data.n_raters,
         "nnz": int(data.counts.nnz), "read_s": t_read, "build_s": t_build, "fit_s": t_fit,
         "loop_s": float(fit.timings["loop"][0]), "iters": int(fit.n_iter),
@@ -162,7 +172,7 @@ def _worker_rss(client) -> dict:
     return client.run(probe)
 
 
-def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, n: int) -> dict:
+def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, n: int, gibbs_sweeps: int = 0) -> dict:
     import warnings
 
     from dask.distributed import Client, LocalCluster
@@ -191,8 +201,18 @@ def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, 
             t1 = time.perf_counter()
             fit = distributed_em(data, backend="numba", max_iter=iters, tol=0)
             t_fit = time.perf_counter() - t1
+        gibbs = {}
+        if gibbs_sweeps:
+            from pyrater.native.distributed.gibbs import gibbs as distributed_gibbs
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                distributed_gibbs(data, chains=1, warmup=0, draws=1, seed=1)  # load the kernels on the workers
+                g = distributed_gibbs(data, chains=1, warmup=0, draws=gibbs_sweeps, seed=1)
+            gibbs = {"gibbs_per_sweep_s": g.elapsed / (gibbs_sweeps + 1)}  # + the last log-likelihood pass
         rss = _worker_rss(client)
         return {
+            **gibbs,
             "mode": f"dask-{workers}", "workers": workers, "partitions": data.n_partitions, "n": data.n_ratings,
             "I": data.n_items, "J": data.n_raters, "discover_s": data.timings["discover"],
             "shuffle_s": data.timings["shuffle"], "from_parquet_s": t_data, "fit_s": t_fit,
@@ -271,6 +291,7 @@ def main() -> None:
         w.add_argument("--partition-ratings", type=float, default=2.5e6)
         w.add_argument("--n-total", type=int, default=0)
         w.add_argument("--partitions", type=int, nargs="*", default=[2, 8, 32, 64])
+        w.add_argument("--gibbs-sweeps", type=int, default=0)
     ap.add_argument("--sizes", type=float, nargs="+", default=[1e7])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--iters", type=int, default=10)
@@ -278,14 +299,15 @@ def main() -> None:
     ap.add_argument("--folder", type=Path, default=Path("/tmp/pyrater_bench_dask"))
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory run (e.g. when it does not fit)")
     ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--gibbs-sweeps", type=int, default=0, help="also time this many Gibbs sweeps (1 chain)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
     if a.mode == "worker-memory":
-        print(json.dumps(worker_memory(a.path, a.iters)))
+        print(json.dumps(worker_memory(a.path, a.iters, a.gibbs_sweeps)))
         return
     if a.mode == "worker-dask":
-        print(json.dumps(worker_dask(a.path, a.iters, a.workers, a.partition_ratings, a.n_total)))
+        print(json.dumps(worker_dask(a.path, a.iters, a.workers, a.partition_ratings, a.n_total, a.gibbs_sweeps)))
         return
     if a.mode == "worker-latency":
         print(json.dumps(worker_latency(a.iters, a.partitions)))
@@ -305,12 +327,14 @@ def main() -> None:
                           "bytes": sum(f.stat().st_size for f in path.glob("*.parquet"))}), flush=True)
         mem = None
         if not a.no_memory:
-            mem = run_worker(["worker-memory", "--path", str(path), "--iters", str(a.iters)])
+            mem = run_worker(["worker-memory", "--path", str(path), "--iters", str(a.iters),
+                              "--gibbs-sweeps", str(a.gibbs_sweeps)])
             results["runs"].append({k: v for k, v in mem.items() if k != "theta"})
             print(json.dumps(results["runs"][-1]), flush=True)
         for w in a.workers:
             r = run_worker(["worker-dask", "--path", str(path), "--iters", str(a.iters), "--workers", str(w),
-                            "--partition-ratings", str(a.partition_ratings), "--n-total", str(n)])
+                            "--partition-ratings", str(a.partition_ratings), "--n-total", str(n),
+                            "--gibbs-sweeps", str(a.gibbs_sweeps)])
             if mem is not None:
                 r["max_abs_diff_theta_vs_memory"] = float(np.max(np.abs(np.subtract(r["theta"], mem["theta"]))))
                 r["max_abs_diff_pi_vs_memory"] = float(np.max(np.abs(np.subtract(r["pi"], mem["pi"]))))

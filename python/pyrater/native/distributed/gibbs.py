@@ -48,13 +48,13 @@ import pandas as pd
 
 from ...models import get_model
 from .. import _gibbs_kernel as _kern
+from .. import em as _em
 from ..gibbs import GIBBS_ENGINE, _int, _start_counts
 from ..priors import conjugate_prior, log_prior_density
 from ..results import GibbsFit
-from ._require import get_client, is_dask_frame, require_dask
+from ._require import get_client, is_dask_frame
 from .data import Block, DistributedRatingData, tree_reduce
 from .em import DistributedClasses, _fused_pass, _problem, choose_backend, make_params
-from .. import em as _em
 
 __all__ = ["gibbs", "DistributedGibbsFit"]
 
