@@ -319,6 +319,31 @@ def test_gibbs_on_the_cluster_gives_the_in_memory_posterior(client):
     assert set(idata.posterior["theta"].dims) >= {"rater", "category", "rating"}
 
 
+def _z_scores(dist, mem) -> np.ndarray:
+    """Differences of posterior means of pi and theta over their Monte Carlo standard errors (both fits' ESS)."""
+    d_tab, m_tab = dist.mcmc_diagnostics(warn=False), mem.mcmc_diagnostics(warn=False)
+    flats = []
+    for f in (dist, mem):
+        pi, theta = f._draws()
+        flats.append(np.concatenate([pi, theta.reshape(len(theta), -1)], axis=1))
+    se = np.sqrt(flats[0].var(axis=0) / d_tab["ess_bulk"].to_numpy() + flats[1].var(axis=0) / m_tab["ess_bulk"].to_numpy())
+    return (flats[0].mean(axis=0) - flats[1].mean(axis=0)) / se
+
+
+@pytest.mark.slow  # 300 sweeps of scheduler round trips (the homogeneous chains need ~100 sweeps of warm-up here)
+@pytest.mark.parametrize("model", ["class_conditional", "homogeneous"])
+def test_gibbs_on_the_cluster_other_models(client, model):
+    df = _long(model, n_items=150, seed=6)
+    data = DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=2, sort=False), **COLS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dist = pyrater.fit(data, model, method="gibbs", chains=2, warmup=100, draws=200, seed=2)
+        mem = pyrater.fit(df, model, method="gibbs", chains=2, warmup=200, draws=1000, seed=1, **COLS)
+    assert dist.draws["theta"].shape[2:] == mem.draws["theta"].shape[2:]
+    z = _z_scores(dist, mem)
+    assert np.nanmax(np.abs(z)) < 4.5
+
+
 def test_gibbs_draws_depend_on_seed_and_partitioning_only(client):
     df, data = _gibbs_data(seed=2, n_items=80)
     known = {"t5": "a"}

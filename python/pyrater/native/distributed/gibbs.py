@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from ...models import get_model
+from .. import _fused
 from .. import _gibbs_kernel as _kern
 from .. import em as _em
 from ..gibbs import GIBBS_ENGINE, _int, _start_counts
@@ -66,22 +67,28 @@ def stream(seed: int, chain: int, partition: int, sweep: int) -> np.random.Gener
 
 @dataclass(frozen=True)
 class ChainParams:
-    """Per chain: ``log_pi`` (C, K) and ``LT`` (C, J*K, K) with ``LT[c, j*K + l, k] = log theta_c[j, k, l]``."""
+    """Per chain, in the z step's layout: ``log_pi`` (C, W) and ``LT`` (C, J*K, W), ``W = max(K, KP)``.
+
+    ``LT[c, j*K + l, k] = log theta_c[j, k, l]``; the lanes ``k >= K`` hold
+    ``-inf`` in ``log_pi`` and 0 in ``LT``, as in :func:`pyrater.native._gibbs_kernel.run_chain`.
+    """
 
     log_pi: np.ndarray
     LT: np.ndarray
+    K: int
 
 
-def _chain_params(pi: np.ndarray, theta: np.ndarray) -> ChainParams:
-    """``pi`` (C, K), ``theta`` (C, Jt, K, K) (Jt = 1 for the homogeneous model) -> kernel inputs."""
+def _chain_params(pi: np.ndarray, theta: np.ndarray, J: int) -> ChainParams:
+    """``pi`` (C, K), ``theta`` (C, Jt, K, K) (Jt = 1: shared by the J raters, homogeneous) -> kernel inputs."""
     C, K = pi.shape
-    J = theta.shape[1]
+    W = max(K, _kern.KP)
+    log_pi = np.full((C, W), -np.inf)
     with np.errstate(divide="ignore"):
-        log_pi = np.log(pi)
-    LT = np.empty((C, J * K, K))
+        log_pi[:, :K] = np.log(pi)
+    LT = np.zeros((C, J * K, W))
     for c in range(C):
         _kern._log_theta_matrix(theta[c], J, K, LT[c])
-    return ChainParams(log_pi=log_pi, LT=LT)
+    return ChainParams(log_pi=log_pi, LT=LT, K=K)
 
 
 def _arrays(block: Block) -> tuple:
@@ -104,15 +111,18 @@ def partition_start(block: Block, index: int, K: int, chains: int, seed: int) ->
 
 def partition_sweep(block: Block, index: int, p: ChainParams, seed: int, sweep: int, sample: bool) -> tuple:
     """The z step of every chain over one partition: ``(log-lik (C,), n_k (C, K), N (C, J*K, K))``."""
-    C, K = p.log_pi.shape
+    C, K = p.log_pi.shape[0], p.K
     indptr, indices, data, weight, known = _arrays(block)
     N = np.zeros((C, block.counts.shape[1], K))
     n_k = np.zeros((C, K))
     ll = np.zeros(C)
     no_ll = np.empty(0)
     for c in range(C):
-        ll[c] = _kern._z_pass(indptr, indices, data, weight, known, p.log_pi[c], p.LT[c], K,
-                              stream(seed, c, index, sweep), sample, no_ll, N[c], n_k[c])
+        args = (indptr, indices, data, weight, known, p.log_pi[c], p.LT[c], K, stream(seed, c, index, sweep),
+                sample, no_ll, N[c], n_k[c])
+        # compiled (or loaded) with LLVM's SLP vectoriser on, as the in-memory sampler's run_chain
+        _fused.compile_for(_kern._z_pass, *args)
+        ll[c] = _kern._z_pass(*args)
     return ll, n_k, N
 
 
@@ -312,7 +322,7 @@ def gibbs(
                                   pi[c], theta[c], p[c], shape, row)
 
     def sweep(t: int, sample: bool) -> tuple:
-        params = client.scatter(_chain_params(pi, theta), broadcast=True, hash=False)
+        params = client.scatter(_chain_params(pi, theta, J), broadcast=True, hash=False)
         keys = [f"{tag}-sweep{t}-part{b}" for b in index]
         parts = client.map(partition_sweep, blocks, index, p=params, seed=seed, sweep=t, sample=sample, key=keys)
         return reduce(parts, f"{tag}-sweep{t}")
