@@ -44,7 +44,18 @@ def _rhat(x: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + N - 1) / N)
 
 
+#: parameters per block of the FFT (bounds the temporary memory to about 64 MiB per block)
+_BLOCK_VALUES = 1 << 22
+
+
 def _ess(x: np.ndarray) -> np.ndarray:
+    """Effective sample size per parameter of (P, M, N) arrays, in blocks of parameters."""
+    P, M, N = x.shape
+    step = max(1, _BLOCK_VALUES // (M * next_fast_len(2 * N)))
+    return np.concatenate([_ess_block(x[a : a + step]) for a in range(0, P, step)]) if P else np.empty(0)
+
+
+def _ess_block(x: np.ndarray) -> np.ndarray:
     """Effective sample size per parameter of (P, M, N) arrays (Geyer's initial monotone sequence)."""
     x = np.asarray(x, dtype=float)
     P, M, N = x.shape
@@ -91,6 +102,22 @@ def _chains_first(draws: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(np.asarray(draws, dtype=float), 2, 0))
 
 
+def _blocked(fn):
+    """Apply ``fn`` (draws (C, S, P') -> (P',)) to blocks of parameters: bounded temporary memory."""
+
+    def wrapper(draws: np.ndarray, *args):
+        draws = np.asarray(draws)
+        C, S, P = draws.shape
+        step = max(1, _BLOCK_VALUES // max(1, 4 * C * S))
+        if P <= step:
+            return fn(draws, *args)
+        return np.concatenate([fn(draws[:, :, a : a + step], *args) for a in range(0, P, step)])
+
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+@_blocked
 def rhat_rank(draws: np.ndarray) -> np.ndarray:
     """Rank-normalised split-Rhat (max of bulk and folded tail) per parameter.
 
@@ -115,6 +142,7 @@ def rhat_rank(draws: np.ndarray) -> np.ndarray:
     return out
 
 
+@_blocked
 def ess_bulk(draws: np.ndarray) -> np.ndarray:
     """Bulk effective sample size per parameter, draws (chains, draws, P) -> (P,)."""
     x = _chains_first(draws)
@@ -123,6 +151,7 @@ def ess_bulk(draws: np.ndarray) -> np.ndarray:
     return _ess(_z_scale(_split(x)))
 
 
+@_blocked
 def ess_tail(draws: np.ndarray, prob: tuple[float, float] = (0.05, 0.95)) -> np.ndarray:
     """Tail effective sample size: the smaller ESS of the 5% and 95% quantile indicators."""
     x = _chains_first(draws)

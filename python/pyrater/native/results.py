@@ -135,10 +135,13 @@ class GibbsFit(MCMCFit):
         pi = np.asarray(self.draws["pi"])
         theta = self._theta_chains()
         C, S = pi.shape[:2]
-        flat = np.concatenate([pi, theta.reshape(C, S, -1)], axis=2)
+        # pi and theta separately: no concatenated copy of the (possibly large) theta draws
+        parts = [pi, np.reshape(theta, (C, S, -1))]
+        stats = {name: np.concatenate([fn(x) for x in parts])
+                 for name, fn in (("rhat", rhat_rank), ("ess_bulk", ess_bulk), ("ess_tail", ess_tail))}
         pi_names, theta_names = parameter_names(self.data)
         return pd.DataFrame(
-            {"rhat": rhat_rank(flat), "ess_bulk": ess_bulk(flat), "ess_tail": ess_tail(flat)},
+            stats,
             index=pd.Index(pi_names + theta_names, name="parameter"),
         )
 
