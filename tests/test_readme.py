@@ -12,6 +12,8 @@ that cannot run here (e.g. it needs files the reader supplies).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -57,6 +59,14 @@ def test_readme_block_runs(line, code, skipped, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     monkeypatch.chdir(tmp_path)
+    if 'if __name__ == "__main__":' in code:
+        # a script (e.g. one starting a Dask LocalCluster, whose worker processes re-import the
+        # main module): run it as the user would, as a file in a fresh interpreter
+        script = tmp_path / "readme_block.py"
+        script.write_text(code)
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"README.md:{line} failed:\n{done.stderr[-3000:]}"
+        return
     namespace: dict = {"__name__": "__readme__"}
     try:
         with warnings.catch_warnings():

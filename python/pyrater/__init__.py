@@ -20,6 +20,7 @@ from .calibration import CalibrationResult, calibrate
 from .compare import ELPD, compare, loo, waic
 from .data import RatingData, RatingDataError, as_rating_data
 from .native.em import EMFit, em
+from .native.distributed import DistributedRatingData
 from .evaluate import majority_vote, score
 from .fitting import fit
 from .mixture import binomial_mixture_em
@@ -56,6 +57,7 @@ __all__ = [
     "fit",
     "em",
     "EMFit",
+    "DistributedRatingData",
     "Fit",
     "FitSummary",
     "load",

@@ -117,7 +117,10 @@ def fit(
     Parameters
     ----------
     data : RatingData or DataFrame
-        Ratings; a DataFrame is read in ``data_format``.
+        Ratings; a DataFrame is read in ``data_format``.  A Dask DataFrame
+        (long; column names in ``data_options``) or a
+        :class:`pyrater.DistributedRatingData` is fitted on the Dask cluster
+        (``method="em"`` or ``"gibbs"``; see :mod:`pyrater.native.distributed`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
         ``"homogeneous"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
@@ -191,6 +194,13 @@ def fit(
     if method != "gibbs" and thin != 1:
         raise ValueError(f"thin is used by method='gibbs' only; got thin={thin!r} with method={method!r}")
     model = get_model(model)
+    from .native.distributed import is_distributed
+
+    if is_distributed(data):  # a Dask DataFrame or DistributedRatingData: fitted on the cluster
+        from .native.distributed.fit import fit_distributed
+
+        return fit_distributed(data, model, method, data_format, known=known, seed=seed, chains=chains,
+                               warmup=warmup, draws=draws, thin=thin, log_lik=log_lik, **data_options)
     data = as_rating_data(data, data_format, **data_options)
     K, J = data.n_categories, data.n_raters
     priors = model.priors(K, J)

@@ -384,17 +384,21 @@ class Fit:
         else:
             pi, theta = self._point()
             table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
-        probs = self.class_probabilities()
-        classes = probs.copy()
-        classes.insert(0, "z", self.point_estimate("z"))
         return FitSummary(
             model=self.model.title,
             priors=self._priors(),
             method=self.method,
             info=self._summary_info(),
             parameters=table,
-            classes=classes,
+            classes=self._summary_classes(),
         )
+
+    def _summary_classes(self) -> pd.DataFrame:
+        """The summary's per-item table: most probable class ``z`` and the class probabilities."""
+        probs = self.class_probabilities()
+        classes = probs.copy()
+        classes.insert(0, "z", self.point_estimate("z"))
+        return classes
 
 
 def load(path: str | Path, allow_pickle: bool = False) -> Fit:

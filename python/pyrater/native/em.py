@@ -1147,7 +1147,11 @@ def em(
     ----------
     data : RatingData or DataFrame
         Ratings in any design; repeated ratings of an item by a rater are
-        allowed.  A DataFrame is read with ``data_format``.
+        allowed.  A DataFrame is read with ``data_format``.  A Dask
+        DataFrame (long, default column names) or a
+        :class:`pyrater.DistributedRatingData` is fitted on the Dask
+        cluster without collecting the ratings
+        (:func:`pyrater.native.distributed.em.em`).
     model : str or model object
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
@@ -1259,6 +1263,18 @@ def em(
     >>> fit.class_probabilities().shape
     (3, 2)
     """
+    from .distributed import is_distributed
+
+    if is_distributed(data):  # a Dask DataFrame or DistributedRatingData: EM on the cluster
+        from .distributed.em import em as distributed_em
+
+        if data_format != "long" or n_threads != 1:
+            raise ValueError(
+                f"distributed data are long ratings (data_format='long', got {data_format!r}) iterated per "
+                f"partition by the Dask workers' threads (n_threads=1, got {n_threads!r})"
+            )
+        return distributed_em(data, model, method, known=known, init=init, n_restarts=n_restarts, tol=tol,
+                              max_iter=max_iter, seed=seed, backend=backend)
     t0 = time.perf_counter()
     # ---- validate the arguments before any heavy work
     if method not in _METHODS:
