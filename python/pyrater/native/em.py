@@ -1274,7 +1274,7 @@ def em(
                 f"partition by the Dask workers' threads (n_threads=1, got {n_threads!r})"
             )
         return distributed_em(data, model, method, known=known, init=init, n_restarts=n_restarts, tol=tol,
-                              max_iter=max_iter, seed=seed, backend=backend)
+                              max_iter=max_iter, seed=seed, backend=backend, param_tol=param_tol)
     t0 = time.perf_counter()
     # ---- validate the arguments before any heavy work
     if method not in _METHODS:

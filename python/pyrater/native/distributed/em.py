@@ -35,6 +35,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ...models import Model, get_model
 from .. import em as _em
@@ -136,16 +137,33 @@ def add_stats(*parts: tuple[float, np.ndarray, np.ndarray]) -> tuple[float, np.n
     return ll, n_k, N
 
 
-def partition_class_probs(
-    block: Block, p: Params, backend: str, item_name: Any, columns: list[str], item_dtype: Any
-) -> pd.DataFrame:
-    """``P(z_i = k | y_i, pi, theta)`` for the partition's items: DataFrame (I_p, K) indexed by item."""
+def _partition_T(block: Block, p: Params, backend: str) -> np.ndarray:
+    """Class probabilities (I_p, K) of the partition's items at ``p``."""
     J, K, _ = p.theta.shape
     if backend == "numba":
         T = np.empty((block.n_units, K))
         _fused_pass(block, p, T, counts=False)
-    else:
-        T, _, _ = _em._e_step(_problem(block, J, K), p.pi, p.theta)
+        return T
+    return _em._e_step(_problem(block, J, K), p.pi, p.theta)[0]
+
+
+def partition_class_change(block: Block, p: Params, p_prev: Params, backend: str) -> float:
+    """Largest absolute change of the partition's class probabilities between ``p_prev`` and ``p``."""
+    if block.n_units == 0:
+        return 0.0
+    return float(np.max(np.abs(_partition_T(block, p, backend) - _partition_T(block, p_prev, backend))))
+
+
+def _largest(*changes: float) -> float:
+    """The tree reduction's step for :func:`partition_class_change`."""
+    return max(changes)
+
+
+def partition_class_probs(
+    block: Block, p: Params, backend: str, item_name: Any, columns: list[str], item_dtype: Any
+) -> pd.DataFrame:
+    """``P(z_i = k | y_i, pi, theta)`` for the partition's items: DataFrame (I_p, K) indexed by item."""
+    T = _partition_T(block, p, backend)
     index = pd.Index(block.items, name=item_name)
     if index.dtype != item_dtype:
         index = index.astype(item_dtype)
@@ -180,6 +198,7 @@ class Iteration:
     def __init__(self, client: Any, blocks: list, backend: str, name: str) -> None:
         self.client, self.blocks, self.backend, self.name = client, blocks, backend, name
         self.count = 0
+        self.params: Any = None  # the scattered parameters of the last E-step
 
     def keys(self, what: str) -> tuple[list[str], str]:
         self.count += 1
@@ -192,10 +211,17 @@ class Iteration:
         return tree_reduce(self.client, parts, add_stats, key=tag).result()
 
     def __call__(self, pi: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        params = self.client.scatter(make_params(pi, theta, self.backend), broadcast=True, hash=False)
+        self.params = self.client.scatter(make_params(pi, theta, self.backend), broadcast=True, hash=False)
         keys, tag = self.keys("estep")
-        parts = self.client.map(partition_stats, self.blocks, p=params, backend=self.backend, key=keys)
+        parts = self.client.map(partition_stats, self.blocks, p=self.params, backend=self.backend, key=keys)
         return tree_reduce(self.client, parts, add_stats, key=tag).result()
+
+    def class_change(self, params_prev: Any) -> float:
+        """Largest change of any item's class probabilities between ``params_prev`` and the last E-step's."""
+        keys, tag = self.keys("classchange")
+        parts = self.client.map(partition_class_change, self.blocks, p=self.params, p_prev=params_prev,
+                                backend=self.backend, key=keys)
+        return tree_reduce(self.client, parts, _largest, key=tag).result()
 
 
 # ------------------------------------------------------------------------------- result
@@ -214,6 +240,33 @@ class DistributedClasses:
 
     def _class_probability_task(self) -> tuple[Callable, tuple]:
         raise NotImplementedError
+
+    def _coords(self) -> dict[str, list[Any]]:
+        # the items stay on the cluster: no item coordinate
+        d = self.data
+        return {"category": list(d.categories), "rating": list(d.categories), "rater": list(d.rater_labels)}
+
+    def _observed_data(self) -> xr.Dataset:
+        return xr.Dataset()  # the ratings stay on the cluster
+
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """ArviZ groups without the per-item ones (``observed_data``, ``log_likelihood``): those stay on the cluster."""
+        groups = super()._groups()  # type: ignore[misc]
+        return {name: ds for name, ds in groups.items() if name not in ("observed_data", "log_likelihood")}
+
+    def save(self, path: Any) -> Any:
+        """Refused: a fit file holds the ratings, and these stay on the cluster.
+
+        Keep what is in memory (``fit.pi``, ``fit.theta``, ``fit.point_estimate``,
+        the draws of a Gibbs fit: ``fit.to_inference_data().to_netcdf(path)``)
+        and write the per-item results with
+        ``fit.class_probabilities().to_parquet(path)``.
+        """
+        raise NotImplementedError(
+            f"a distributed fit cannot be saved as a pyrater fit file: its {self.data.n_ratings} ratings stay on "
+            "the Dask cluster. Write fit.class_probabilities().to_parquet(path) for the items, and "
+            "fit.to_inference_data().to_netcdf(path) for the estimates or draws"
+        )
 
     def _class_probs(self) -> np.ndarray:
         raise NotImplementedError(
@@ -282,22 +335,13 @@ class DistributedEMFit(DistributedClasses, _em.EMFit):
 
     ``class_probs`` is None; ``timings`` has ``setup`` (validation, known
     classes), ``start`` (the first M-step's sums) and ``iterations`` (seconds
-    per iteration).  A saved (pickled) fit keeps the estimates but not the
-    cluster-side data.
+    per iteration).  :meth:`save` is refused (the ratings stay on the
+    cluster); see its docstring for what to write instead.
     """
 
     blocks: list | None = field(default=None, repr=False)
     final_params: Any = field(default=None, repr=False)
     backend_used: str = "numba"
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["blocks"] = None
-        state["final_params"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def _class_probability_task(self) -> tuple[Callable, tuple]:
         return partition_class_probs, (self.final_params, self.backend_used)
@@ -328,6 +372,7 @@ def em(
     backend: Literal["auto", "numba", "scipy"] = "auto",
     client: Any = None,
     callback: Callable[[int, float], Any] | None = None,
+    param_tol: float = 1e-6,
     **data_options: Any,
 ) -> DistributedEMFit:
     """EM (ML or MAP) over long ratings partitioned on a Dask cluster.
@@ -341,10 +386,13 @@ def em(
         A Dask DataFrame is partitioned by item first
         (:meth:`DistributedRatingData.from_dask` with ``data_options``:
         ``item``, ``rater``, ``rating``, ``categories``, ``npartitions``).
-    model, method, known, tol, max_iter
-        As in :func:`pyrater.em`.
-    init : {"majority"}
-        The soft majority vote (the in-memory default).  Other starts and
+    model, method, known, tol, max_iter, param_tol
+        As in :func:`pyrater.em`, with the same stopping rule
+        (:class:`pyrater.native.em._Convergence`); the change of the class
+        probabilities (rule 3) is computed on the workers.
+    init : {"majority", "auto"}
+        The soft majority vote (``"auto"``, the in-memory default, means the
+        majority start at the sizes where distributed data arise).  Other starts and
         ``n_restarts`` need per-item random or user arrays and are not
         supported on distributed data.
     seed
@@ -367,6 +415,8 @@ def em(
         raise ValueError(f"method must be one of {_em._METHODS}, got {method!r}")
     model_obj = get_model(model)
     kind = _em._kind(model_obj)
+    if isinstance(init, str) and init == "auto":  # in-memory EM's default: the majority start at scale
+        init = "majority"
     if not (isinstance(init, str) and init == "majority"):
         raise ValueError(
             "distributed EM starts from the soft majority vote (init='majority'); random or user-given starts "
@@ -382,6 +432,8 @@ def em(
         raise ValueError(f"tol must be a non-negative number, got {tol!r}") from None
     if not tol >= 0:
         raise ValueError(f"tol must be a non-negative number, got {tol!r}")
+    if isinstance(param_tol, bool) or not isinstance(param_tol, (int, float, np.floating)) or not param_tol > 0:
+        raise ValueError(f"param_tol must be a positive number (np.inf: the objective alone), got {param_tol!r}")
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable, got {callback!r}")
     if is_dask_frame(data):
@@ -408,22 +460,45 @@ def em(
     trace: list[float] = []
     iter_times: list[float] = []
     converged = False
+    # the stopping rule of pyrater.em (_Convergence); for rule 3 the class probabilities stay on the
+    # cluster and the workers compare those at the previous settled iteration's parameters with the latest
+    conv = _em._Convergence(tol, float(param_tol))
+    settled_params = None
     ll = np.nan
     for it in range(max_iter):
         t2 = time.perf_counter()
+        want_T = conv.want_T
         ll, n_k, N_flat = run(pi, theta)
         obj = ll if prior is None else ll + prior.log_density(pi, theta)
         trace.append(obj)
         if callback is not None:
             callback(it, obj)
-        if it > 0 and abs(obj - trace[-2]) <= tol * max(1.0, abs(obj)):
-            converged = True
-            iter_times.append(time.perf_counter() - t2)
-            break
+        if conv.settled(trace, pi, theta):
+            if want_T:
+                if settled_params is not None:
+                    conv.class_change = run.class_change(settled_params)
+                    if conv.class_change <= conv.param_tol:
+                        converged = True
+                        iter_times.append(time.perf_counter() - t2)
+                        break
+                settled_params = run.params
+        else:
+            settled_params = None
         if it + 1 < max_iter:
             pi, theta, empty = _em._m_step_from_counts(n_k, N_flat, J, K, kind, prior)
         iter_times.append(time.perf_counter() - t2)
     trace_arr = np.asarray(trace)
+    obj_change = abs(trace_arr[-1] - trace_arr[-2]) / max(1.0, abs(trace_arr[-1])) if trace_arr.size > 1 else np.nan
+    convergence = {
+        "rule": (
+            f"objective change <= {tol:g} x max(1, |objective|) and parameter change and its extrapolated "
+            f"distance to the fixed point <= {param_tol:g}, then class probability change <= {param_tol:g}"
+        ),
+        "tol": tol,
+        "param_tol": float(param_tol),
+        "objective_change": obj_change,
+        **conv.info(),
+    }
     if not converged:
         warnings.warn(
             f"EM did not converge in max_iter={max_iter} iterations (last change "
@@ -458,6 +533,8 @@ def em(
         compressed=False,
         timings={"setup": setup, "start": t_start, "iterations": iter_times},
         backend=f"dask+{backend}",
+        convergence=convergence,
+        start="majority",
         blocks=blocks,
         final_params=final,
         backend_used=backend,

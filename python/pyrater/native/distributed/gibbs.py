@@ -179,15 +179,6 @@ class DistributedGibbsFit(DistributedClasses, GibbsFit):
     rb_draws: int = 200
     _draws_future: Any = field(default=None, repr=False)
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["blocks"] = None
-        state["_draws_future"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     def _class_probability_task(self) -> tuple[Callable, tuple]:
         if self._draws_future is None:
             pi, theta = self._draws()
@@ -202,25 +193,6 @@ class DistributedGibbsFit(DistributedClasses, GibbsFit):
         info = super()._summary_info()
         info.update(self._distributed_info())
         return info
-
-    def to_inference_data(self):
-        """ArviZ data with the ``posterior`` (named dims, user labels) and ``sample_stats`` groups.
-
-        No ``log_likelihood`` or ``observed_data``: the ratings stay on the cluster.
-        """
-        import arviz as az
-
-        cats = list(self.data.categories)
-        coords = {"category": cats, "rating": cats, "rater": list(self.data.rater_labels)}
-        dims = {k: v for k, v in self._dims.items() if k != "log_lik"}
-        return az.from_dict(
-            posterior={k: np.asarray(v) for k, v in self.draws.items() if k != "log_lik"},
-            sample_stats={k: np.asarray(v) for k, v in self.sample_stats.items()},
-            coords=coords,
-            dims=dims,
-            attrs={"model": self.model.name, "method": self.method, "engine": self.engine,
-                   "inference_library": "pyrater"},
-        )
 
 
 # -------------------------------------------------------------------------------- gibbs
