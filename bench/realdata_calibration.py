@@ -87,6 +87,8 @@ def fit_object(method: str, ds: rd.Dataset) -> Any:
         return rd._quiet(lambda: pyrater.fit(data, model, method="optimize", seed=rd.STAN_SEED))
     if method == "Stan-MCMC":
         return rd._quiet(lambda: pyrater.fit(data, "dawid_skene", method="mcmc", seed=rd.STAN_SEED, progress=False, **rd.MCMC))
+    if method in rd.GIBBS_METHODS:
+        return rd._quiet(lambda: pyrater.fit(data, rd.GIBBS_METHODS[method], method="gibbs", seed=rd.STAN_SEED, **rd.GIBBS))
     raise ValueError(f"unknown method {method!r}")
 
 
