@@ -252,3 +252,18 @@ def test_trace_and_rank_plots_return_figures(ds_fit):
     for fig in (pyrater.plots.plot_trace(ds_fit, ["pi", "theta"]), pyrater.plots.plot_rank(ds_fit, ["pi"])):
         assert isinstance(fig, matplotlib.figure.Figure) and fig.axes
         plt.close(fig)
+
+
+def test_mcse_of_independent_draws_is_sd_over_root_n():
+    # independent N(0, 1) draws: the standard error of the mean is 1 / sqrt(n), that of the 5%
+    # quantile sqrt(q (1 - q) / n) / phi(z_q) (the asymptotic variance of a sample quantile)
+    from scipy import stats
+
+    x = np.random.default_rng(3).normal(size=(4, 2500, 6))
+    n = 4 * 2500
+    np.testing.assert_allclose(_arviz.mcse(x), 1 / np.sqrt(n), rtol=0.15)
+    q = 0.05
+    expected = np.sqrt(q * (1 - q) / n) / stats.norm.pdf(stats.norm.ppf(q))
+    np.testing.assert_allclose(_arviz.mcse(x, "quantile", prob=q), expected, rtol=0.3)
+    with pytest.raises(ValueError, match="method"):
+        _arviz.mcse(x, "median")

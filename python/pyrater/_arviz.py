@@ -39,6 +39,7 @@ __all__ = [
     "group",
     "rhat",
     "ess",
+    "mcse",
     "LooArrays",
     "loo",
     "psislw",
@@ -158,6 +159,24 @@ def ess(x: np.ndarray, method: str = "bulk") -> np.ndarray:
         if is_datatree_line():
             return np.asarray(az.ess(x, method=method, prob=prob, chain_axis=0, draw_axis=1), dtype=float)
         return az.ess(az.convert_to_dataset({"x": x}), method=method, prob=prob)["x"].to_numpy().astype(float)
+
+
+def mcse(x: np.ndarray, method: str = "mean", prob: float | None = None) -> np.ndarray:
+    """Monte Carlo standard error of each column of ``x`` (chain, draw, P) -> (P,).
+
+    ``method="mean"`` for the posterior mean, ``"quantile"`` with ``prob`` for
+    a quantile (ArviZ's estimators, the same numbers on both lines).
+    """
+    if method not in ("mean", "quantile"):
+        raise ValueError(f"method must be 'mean' or 'quantile', got {method!r}")
+    x = _check_draws(x)
+    az = _az()
+    kwargs = {"method": method} if prob is None else {"method": method, "prob": prob}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if is_datatree_line():
+            return np.asarray(az.mcse(x, chain_axis=0, draw_axis=1, **kwargs), dtype=float)
+        return az.mcse(az.convert_to_dataset({"x": x}), **kwargs)["x"].to_numpy().astype(float)
 
 
 # ----------------------------------------------------------------------- LOO
