@@ -92,6 +92,13 @@ class MCMCFit(_StanFit):
     elapsed: float = float("nan")
     method: str = "mcmc"
 
+    def __post_init__(self) -> None:
+        # C-ordered draws, whatever the engine's layout (CmdStan's CSV reader gives strided views):
+        # sums over draws then do not depend on where the draws came from (a fit and its reloaded
+        # file give the same means to the last bit)
+        self.draws = {k: np.ascontiguousarray(v) for k, v in self.draws.items()}
+        self.sample_stats = {k: np.ascontiguousarray(v) for k, v in self.sample_stats.items()}
+
     @property
     def has_draws(self) -> bool:
         return True
