@@ -108,7 +108,7 @@ def test_sampler_failure_carries_stan_message(stan_engine):
 
 def test_compile_failure_carries_stanc_message(stan_engine):
     undeclared = "parameters { real mu; } model { nu ~ normal(0, 1); }"
-    with pytest.raises(StanCompileError, match="Identifier 'nu' not in scope"):
+    with pytest.raises(StanCompileError, match=r"Identifier ['\"]nu['\"] not in scope"):
         stan_engine.compile_code(undeclared, "undeclared")
     broken = "parameters { real mu } model { mu ~ normal(0, 1); }"
     with pytest.raises(StanCompileError, match="(?s)Syntax error.*line 1"):
