@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pyrater
-from pyrater import fit, simulate
+from pyrater import _arviz, fit, simulate
 from pyrater.engines import StanCompileError, StanError, cmdstan_available, get_engine
 from pyrater.stan_data import STAN_MODEL_NAMES
 
@@ -30,6 +30,13 @@ needs_both = pytest.mark.skipif(cmdstan_available() is None, reason=NO_CMDSTAN)
 #: (max |difference| 0.0 for every variable and sample statistic); the tolerance only allows for
 #: last-bit noise of other C++ builds of the same program.
 DRAWS_RTOL = 1e-12
+
+
+def _flat(f) -> np.ndarray:
+    """pi and theta draws as (chains, draws, K + J*K*K)."""
+    pi = np.asarray(f.draws["pi"])
+    theta = f._theta_chains()
+    return np.concatenate([pi, theta.reshape(*pi.shape[:2], -1)], axis=2)
 
 
 def _data(model: str, grouped: bool) -> pyrater.RatingData:
@@ -56,7 +63,15 @@ def test_mcmc_same_seed_same_posterior(model, grouped):
     data = _data(model, grouped)
     a, b = _both(data=data, model=model, method="mcmc", chains=2, warmup=150, draws=100, seed=11)
     assert (a.engine, b.engine) == ("pystan", "cmdstanpy")
-    assert a.settings["stan_version"] == b.settings["stan_version"]
+    if a.settings["stan_version"] != b.settings["stan_version"]:
+        # e.g. pystan 3.14 (Stan 2.39) beside CmdStan 2.35: different samplers, the same posterior
+        # within Monte Carlo error (z-scores of the means from both fits' MCSE)
+        za = [_arviz.mcse(_flat(f)) for f in (a, b)]
+        diff = _flat(a).mean(axis=(0, 1)) - _flat(b).mean(axis=(0, 1))
+        se = np.hypot(*za)
+        z = np.abs(diff[se > 0]) / se[se > 0]
+        assert z.max() < 4.5, z.max()
+        return
     for name in a.draws:
         assert a.draws[name].shape == b.draws[name].shape, name
         np.testing.assert_allclose(b.draws[name], a.draws[name], rtol=DRAWS_RTOL, atol=1e-12, err_msg=name)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pyrater
-from pyrater import fit
+from pyrater import _arviz, fit
 from pyrater.engines import cmdstan_available, get_engine
 from pyrater.pathfinder import PathfinderFit
 
@@ -80,7 +80,16 @@ def test_dawid_skene_agrees_roughly_with_nuts_and_warns(anesthesia_df, pathfinde
     assert (z_pf == z_nuts).mean() >= 0.9
 
 
+# Known defect: ArviZ 1.x's psislw (arviz_stats) smooths these importance ratios far less than
+# ArviZ 0.x's (Pareto k 3.0 vs 1.17 for the same lp - lp_approx on the anaesthesia data), so the
+# resampled draws collapse onto a few points. The fit warns (k > 0.7); strict xfail keeps it visible.
+psis_1x_defect = pytest.mark.xfail(
+    _arviz.is_datatree_line(), reason="ArviZ 1.x psislw gives degenerate Pathfinder weights", strict=True
+)
+
+
 @needs_cmdstan
+@psis_1x_defect
 def test_class_conditional_agrees_with_nuts_within_half_a_posterior_sd(anesthesia_df):
     """With one accuracy per rater and class (20 + 3 parameters) the approximation is usable
     (k < 0.7, no warning) and the resampled pi means land within half a posterior sd of NUTS's:
@@ -95,6 +104,7 @@ def test_class_conditional_agrees_with_nuts_within_half_a_posterior_sd(anesthesi
 
 
 @needs_cmdstan
+@psis_1x_defect
 def test_result_api_and_psis_diagnostics(anesthesia_pathfinder):
     pf = anesthesia_pathfinder
     assert pf.n_chains == 1 and pf.n_draws == 1000
