@@ -374,3 +374,38 @@ def test_more_than_eight_categories():
         _, ref = class_log_posterior(sim.data.counts, np.log(pi[s]), np.log(theta[s]))
         np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
     assert f.draws["pi"].shape == (2, 30, 9)
+
+
+def test_rank_diagnostics_in_one_pass_equal_the_separate_estimators():
+    from pyrater.native import diagnostics as d
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 200, 30)).cumsum(axis=1) * 0.1 + rng.normal(size=(4, 200, 30))
+    x[:, :, 3] = np.round(x[:, :, 3])  # ties: average ranks, as scipy.stats.rankdata
+    x[:, :, 4] = 0.25  # a constant entry
+    res = d.rank_diagnostics(x)
+    np.testing.assert_allclose(res["rhat"], _arviz.rhat(x), rtol=1e-9)
+    np.testing.assert_allclose(res["ess_bulk"], _arviz.ess(x, "bulk"), rtol=1e-9)
+    np.testing.assert_allclose(res["ess_tail"], _arviz.ess(x, "tail"), rtol=1e-9)
+    np.testing.assert_allclose(res["rhat"], d.rhat_rank(x), rtol=1e-12)
+    # classic split-Rhat: BDA3's formula on the split chains, written out
+    half = np.concatenate([x[:, :100], x[:, 100:]], axis=0)  # (8, 100, P)
+    w = half.var(axis=1, ddof=1).mean(axis=0)
+    b = 100 * half.mean(axis=1).var(axis=0, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.sqrt(((100 - 1) / 100 * w + b / 100) / w)
+    np.testing.assert_allclose(d.split_rhat(x), expected, rtol=1e-12)
+
+
+def test_large_fits_check_split_rhat_at_fit_time_and_defer_the_rank_table(small, monkeypatch):
+    from pyrater.native import results
+
+    monkeypatch.setattr(results, "FULL_CHECK_VALUES", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a converged fit: no warning from the cheap check
+        f = gibbs(small.data, "dawid_skene", chains=4, warmup=200, draws=1000, seed=1)
+    assert "_diagnostics" not in f.__dict__  # the rank-normalised table is not computed yet
+    assert f.mcmc_diagnostics(warn=False).attrs["max_rhat"] < 1.05
+    # chains stopped before warm-up: the cheap check warns and names the statistic
+    with pytest.warns(RuntimeWarning, match="split-Rhat"):
+        gibbs(small.data, "dawid_skene", chains=4, warmup=0, draws=4, seed=3)

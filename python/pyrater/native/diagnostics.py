@@ -8,15 +8,59 @@ Python (a few milliseconds each), which takes minutes for the J x K x K
 entries of theta with thousands of raters; here the ranks, FFT
 autocovariances and Geyer's initial monotone sequence are vectorised over
 parameters.  The tests check agreement with ArviZ to rounding.
+
+The ranks come from a compiled per-parameter sort (ties get their average
+rank, as :func:`scipy.stats.rankdata`), run in threads over blocks of
+parameters; :func:`rank_diagnostics` computes all three statistics in one
+pass, sharing the rank-normalised draws between bulk Rhat and bulk ESS.  For
+the 25,000 theta entries of 1,000 raters at K = 5 with 4 chains x 1,000 draws
+this takes a few seconds where :func:`scipy.stats.rankdata` and
+:func:`scipy.stats.norm.ppf` took over a minute.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from scipy import stats
-from scipy.fft import irfft, next_fast_len, rfft
+import os
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["rhat_rank", "ess_bulk", "ess_tail"]
+import numba
+import numpy as np
+from scipy.fft import irfft, next_fast_len, rfft
+from scipy.special import ndtri
+
+__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "rank_diagnostics", "split_rhat"]
+
+
+@numba.njit(cache=True, nogil=True)
+def _ranks_from_order(x, order, out):  # pragma: no cover - compiled
+    """Row-wise ranks 1..n of ``x`` (R, n) given its row-wise argsort, ties averaged; NaN rows -> NaN."""
+    R, n = x.shape
+    for r in range(R):
+        row = x[r]
+        o = order[r]
+        if np.isnan(row[o[n - 1]]):  # argsort puts NaN last
+            out[r, :] = np.nan
+            continue
+        i = 0
+        while i < n:
+            v = row[o[i]]
+            j = i
+            while j + 1 < n and row[o[j + 1]] == v:
+                j += 1
+            avg = 0.5 * (i + j) + 1.0
+            for t in range(i, j + 1):
+                out[r, o[t]] = avg
+            i = j + 1
+
+
+def _average_ranks(x: np.ndarray, out: np.ndarray) -> None:
+    """Ranks as :func:`scipy.stats.rankdata` (``method="average"``) along the rows of ``x`` (R, n)."""
+    if x.shape[1]:
+        _ranks_from_order(x, np.argsort(x, axis=1), out)  # numpy's sort is several times numba's
+
+
+def _threads() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def _split(x: np.ndarray) -> np.ndarray:
@@ -25,13 +69,23 @@ def _split(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x[:, :, :half], x[:, :, x.shape[2] - half:]], axis=1)
 
 
-def _z_scale(x: np.ndarray) -> np.ndarray:
+def _z_scale(x: np.ndarray, n_threads: int | None = None) -> np.ndarray:
     """Rank-normalise each parameter over all its draws: (P, M, N) -> same shape."""
     P = x.shape[0]
-    flat = x.reshape(P, -1)
-    rank = stats.rankdata(flat, method="average", axis=1)
+    flat = np.ascontiguousarray(x.reshape(P, -1), dtype=float)
+    rank = np.empty_like(flat)
+    n_threads = _threads() if n_threads is None else n_threads
+    if n_threads == 1 or P < 2 * n_threads:
+        _average_ranks(flat, rank)
+    else:
+        edges = np.linspace(0, P, n_threads + 1).astype(int)
+        with ThreadPoolExecutor(n_threads) as ex:
+            list(ex.map(lambda a: _average_ranks(flat[edges[a]:edges[a + 1]], rank[edges[a]:edges[a + 1]]),
+                        range(n_threads)))
     size = flat.shape[1]
-    return stats.norm.ppf((rank - 0.375) / (size + 0.25)).reshape(x.shape)
+    rank -= 0.375
+    rank /= size + 0.25
+    return ndtri(rank, out=rank).reshape(x.shape)
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:
@@ -118,6 +172,27 @@ def _blocked(fn):
 
 
 @_blocked
+def split_rhat(draws: np.ndarray) -> np.ndarray:
+    """Classic split-Rhat (Gelman et al., BDA3, 11.4) per parameter: no ranks, one pass of means and variances.
+
+    A cheap check for many parameters; :func:`rhat_rank` is the recommended
+    (rank-normalised, folded) statistic.
+
+    Parameters
+    ----------
+    draws : array (chains, draws, P)
+
+    Returns
+    -------
+    array (P,); NaN with fewer than 4 draws.
+    """
+    x = _chains_first(draws)
+    if x.shape[2] < 4:
+        return np.full(x.shape[0], np.nan)
+    return _rhat(_split(x))
+
+
+@_blocked
 def rhat_rank(draws: np.ndarray) -> np.ndarray:
     """Rank-normalised split-Rhat (max of bulk and folded tail) per parameter.
 
@@ -151,14 +226,71 @@ def ess_bulk(draws: np.ndarray) -> np.ndarray:
     return _ess(_z_scale(_split(x)))
 
 
-@_blocked
-def ess_tail(draws: np.ndarray, prob: tuple[float, float] = (0.05, 0.95)) -> np.ndarray:
-    """Tail effective sample size: the smaller ESS of the 5% and 95% quantile indicators."""
+def _rank_diagnostics_block(draws: np.ndarray) -> np.ndarray:
+    """(C, S, P) -> (3, P): rank Rhat, bulk ESS, tail ESS, the bulk z-scale computed once."""
     x = _chains_first(draws)
+    P, C, S = x.shape
+    out = np.full((3, P), np.nan)
+    if S < 4:
+        return out
+    sp_ = _split(x)
+    z = _z_scale(sp_, n_threads=1)  # the blocks run in threads already
+    out[1] = _ess(z)
+    if C >= 2:
+        bulk = _rhat(z)
+        del z
+        folded = np.abs(sp_ - np.median(sp_.reshape(P, -1), axis=1)[:, None, None])
+        tail = _rhat(_z_scale(folded, n_threads=1))
+        rhat = np.maximum(bulk, tail)
+        rhat[np.isnan(bulk) | np.isnan(tail)] = np.nan
+        out[0] = rhat
+    out[2] = _ess_tail_of(x)
+    return out
+
+
+def rank_diagnostics(draws: np.ndarray) -> dict[str, np.ndarray]:
+    """Rank-normalised split-Rhat, bulk ESS and tail ESS per parameter in one pass.
+
+    The same numbers as :func:`rhat_rank`, :func:`ess_bulk` and
+    :func:`ess_tail`, with the rank normalisation shared between Rhat and
+    bulk ESS.
+
+    Parameters
+    ----------
+    draws : array (chains, draws, P)
+
+    Returns
+    -------
+    dict
+        ``rhat``, ``ess_bulk``, ``ess_tail``: arrays (P,).
+    """
+    draws = np.asarray(draws)
+    C, S, P = draws.shape
+    n_threads = _threads()
+    step = max(1, min(_BLOCK_VALUES // max(1, 4 * C * S), -(-P // n_threads)))
+    blocks = [draws[:, :, a : a + step] for a in range(0, P, step)]
+    if len(blocks) > 1 and n_threads > 1:  # numba's sort, numpy and scipy.fft release the GIL
+        with ThreadPoolExecutor(n_threads) as ex:
+            parts = list(ex.map(_rank_diagnostics_block, blocks))
+    else:
+        parts = [_rank_diagnostics_block(b) for b in blocks]
+    res = np.concatenate(parts, axis=1) if parts else np.empty((3, 0))
+    return {"rhat": res[0], "ess_bulk": res[1], "ess_tail": res[2]}
+
+
+def _ess_tail_of(x: np.ndarray, prob: tuple[float, float] = (0.05, 0.95)) -> np.ndarray:
+    """Tail ESS of chains-first draws (P, C, S)."""
     P = x.shape[0]
-    if x.shape[2] < 4:
-        return np.full(P, np.nan)
     q = np.quantile(x.reshape(P, -1), prob, axis=1)  # (2, P)
     lo = _ess(_split((x <= q[0][:, None, None]).astype(float)))
     hi = _ess(_split((x <= q[1][:, None, None]).astype(float)))
     return np.minimum(lo, hi)
+
+
+@_blocked
+def ess_tail(draws: np.ndarray, prob: tuple[float, float] = (0.05, 0.95)) -> np.ndarray:
+    """Tail effective sample size: the smaller ESS of the 5% and 95% quantile indicators."""
+    x = _chains_first(draws)
+    if x.shape[2] < 4:
+        return np.full(x.shape[0], np.nan)
+    return _ess_tail_of(x, prob)

@@ -280,5 +280,5 @@ def gibbs(
                   "n_threads": n_threads, "setup_s": setup},
         elapsed=elapsed,
     )
-    fit.mcmc_diagnostics(warn=True)
+    fit._fit_time_check()
     return fit

@@ -37,13 +37,16 @@ import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
 from ..results import parameter_names
-from ..stanfit import MCMCFit
-from .diagnostics import ess_bulk, ess_tail, rhat_rank
+from ..stanfit import RHAT_THRESHOLD, MCMCFit
+from .diagnostics import rank_diagnostics, split_rhat
 
 __all__ = ["GibbsFit", "label_switching", "SWITCH_RATIO"]
 
 #: a chain is switched when the best class permutation matches this many times better than the identity
 SWITCH_RATIO = 4.0
+#: up to this many kept values of pi and theta (chains x draws x entries) the fit-time check is the full
+#: rank-normalised table of :meth:`GibbsFit.mcmc_diagnostics` (about a second); above, the classic split-Rhat
+FULL_CHECK_VALUES = 20_000_000
 
 
 def _class_profiles(pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -137,8 +140,8 @@ class GibbsFit(MCMCFit):
         C, S = pi.shape[:2]
         # pi and theta separately: no concatenated copy of the (possibly large) theta draws
         parts = [pi, np.reshape(theta, (C, S, -1))]
-        stats = {name: np.concatenate([fn(x) for x in parts])
-                 for name, fn in (("rhat", rhat_rank), ("ess_bulk", ess_bulk), ("ess_tail", ess_tail))}
+        each = [rank_diagnostics(x) for x in parts]
+        stats = {name: np.concatenate([d[name] for d in each]) for name in ("rhat", "ess_bulk", "ess_tail")}
         pi_names, theta_names = parameter_names(self.data)
         return pd.DataFrame(
             stats,
@@ -157,6 +160,52 @@ class GibbsFit(MCMCFit):
             "sampling time (s)": round(float(self.elapsed), 2),
         }
 
+    def _fit_time_check(self) -> None:
+        """Warn about non-convergence when the sampler returns, at a cost that stays small at crowd scale.
+
+        Small fits get the full :meth:`mcmc_diagnostics` (rank-normalised Rhat,
+        bulk and tail ESS).  Above :data:`FULL_CHECK_VALUES` kept values
+        (e.g. 1,000 raters, K = 5, 4 chains x 1,000 draws: 10^8) that table
+        takes tens of seconds, more than the sampling of 10^6 ratings; the
+        fit then checks the classic split-Rhat of every entry (one pass of
+        means and variances) and the label switching, and the full table is
+        computed on the first call of :meth:`mcmc_diagnostics` or
+        :meth:`summary`.
+        """
+        pi = np.asarray(self.draws["pi"])
+        theta = self._theta_chains()
+        C, S = pi.shape[:2]
+        if C * S * (pi.shape[2] + theta[0, 0].size) <= FULL_CHECK_VALUES:
+            self.mcmc_diagnostics(warn=True)
+            return
+        rhat = np.concatenate([split_rhat(pi), split_rhat(np.reshape(theta, (C, S, -1)))])
+        finite = rhat[np.isfinite(rhat)]
+        problems = []
+        if C < 2:
+            problems.append("Rhat needs at least 2 chains")
+        elif finite.size and finite.max() > RHAT_THRESHOLD:
+            pi_names, theta_names = parameter_names(self.data)
+            worst = (pi_names + theta_names)[int(np.nanargmax(rhat))]
+            problems.append(f"max split-Rhat {finite.max():.3f} > {RHAT_THRESHOLD} (at {worst}; the classic statistic, "
+                            "checked at fit time for this many parameters: mcmc_diagnostics() gives the "
+                            "rank-normalised one)")
+        if problems:
+            warnings.warn("MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
+                          RuntimeWarning, stacklevel=3)
+        self._warn_label_switching()
+
+    def _warn_label_switching(self) -> None:
+        switched = self.label_switching
+        if switched:
+            text = "; ".join(f"chain {s['chain']} (its classes {s['permutation']} match classes 0..K-1 of "
+                             f"chains {s['reference_chains']})" for s in switched)
+            warnings.warn(
+                f"label switching: {text}. Do not pool these chains; refit with stronger diagonal priors, "
+                "known items or more draws, or drop the switched chains.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
         """Rhat, bulk and tail ESS per parameter; ``attrs`` add ``label_switching``.
 
@@ -165,13 +214,6 @@ class GibbsFit(MCMCFit):
         table = super().mcmc_diagnostics(warn=warn)
         switched = self.label_switching
         table.attrs["label_switching"] = switched
-        if warn and switched:
-            text = "; ".join(f"chain {s['chain']} (its classes {s['permutation']} match classes 0..K-1 of "
-                             f"chains {s['reference_chains']})" for s in switched)
-            warnings.warn(
-                f"label switching: {text}. Do not pool these chains; refit with stronger diagonal priors, "
-                "known items or more draws, or drop the switched chains.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        if warn:
+            self._warn_label_switching()
         return table

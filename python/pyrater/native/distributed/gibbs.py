@@ -346,5 +346,5 @@ def gibbs(
         backend_used=backend,
         rb_draws=rb_draws,
     )
-    fit.mcmc_diagnostics(warn=True)
+    fit._fit_time_check()
     return fit
