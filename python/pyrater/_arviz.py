@@ -14,6 +14,8 @@ the version itself:
   quantiles, ArviZ 0.x's default, passed explicitly on both lines);
 * :func:`loo` -- PSIS-LOO as a plain :class:`LooArrays` with the same field
   names on both lines;
+* :func:`psislw` -- Pareto-smoothed importance weights of one vector of log
+  ratios (pyrater's own :mod:`pyrater._psis` on both lines);
 * :func:`plot_trace`, :func:`plot_rank` -- a matplotlib Figure on both lines.
 
 ArviZ is imported lazily (it takes about a second to import).
@@ -262,7 +264,12 @@ def _quiet_legacy_plots():
 def psislw(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, float]:
     """Pareto-smoothed log importance weights, normalised, and the Pareto k.
 
-    ``arviz.psislw`` on 0.x, ``arviz_stats.base.array_stats.psislw`` on 1.x.
+    The same numbers on both ArviZ lines: :func:`pyrater._psis.psislw`, the
+    reference algorithm of Vehtari et al. (2024), equal to ArviZ 0.x's
+    ``az.psislw`` to rounding.  ArviZ 1.x's ``arviz_stats`` ``psislw`` is not
+    called: it takes the *negated* log ratios (the log-likelihood, for LOO)
+    and a tail length one shorter (``floor`` for ``ceil``), see
+    :mod:`pyrater._psis`.
 
     Parameters
     ----------
@@ -278,17 +285,9 @@ def psislw(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, floa
     k : float
         Estimated Pareto shape of the ratios' tail.
     """
-    if is_datatree_line():
-        from arviz_stats.base import array_stats
+    from ._psis import psislw as _psislw
 
-        func, kwargs = array_stats.psislw, {"r_eff": r_eff}
-    else:
-        func, kwargs = _az().psislw, {"reff": r_eff}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lw, k = func(np.asarray(log_ratios, dtype=float), **kwargs)
-    lw = np.asarray(lw, dtype=float)
-    return lw - np.logaddexp.reduce(lw), float(np.asarray(k))
+    return _psislw(log_ratios, r_eff=r_eff)
 
 
 def plot_trace(obj, var_names: Sequence[str], **kwargs):
