@@ -158,7 +158,8 @@ def psislw(
     k = float("inf")
     if m < n:
         order = np.argsort(x)
-        # the cutoff is the (m + 1)-th largest ratio; ratios tied with it stay in the body
+        # the cutoff is the (m + 1)-th largest ratio (at least log of the smallest normal double, as in
+        # ArviZ 0.x, so that exp(cutoff) > 0); ratios tied with it stay in the body
         cutoff = max(x[order[-m - 1]], np.log(np.finfo(float).tiny))
         tail = np.flatnonzero(x > cutoff)
         if tail.size >= MIN_TAIL:
