@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pyrater
-from pyrater import _arviz, fit
+from pyrater import _arviz, _psis, fit
 from pyrater.engines import cmdstan_available, get_engine
 from pyrater.pathfinder import PathfinderFit
 
@@ -80,16 +80,7 @@ def test_dawid_skene_agrees_roughly_with_nuts_and_warns(anesthesia_df, pathfinde
     assert (z_pf == z_nuts).mean() >= 0.9
 
 
-# Known defect: ArviZ 1.x's psislw (arviz_stats) smooths these importance ratios far less than
-# ArviZ 0.x's (Pareto k 3.0 vs 1.17 for the same lp - lp_approx on the anaesthesia data), so the
-# resampled draws collapse onto a few points. The fit warns (k > 0.7); strict xfail keeps it visible.
-psis_1x_defect = pytest.mark.xfail(
-    _arviz.is_datatree_line(), reason="ArviZ 1.x psislw gives degenerate Pathfinder weights", strict=True
-)
-
-
 @needs_cmdstan
-@psis_1x_defect
 def test_class_conditional_agrees_with_nuts_within_half_a_posterior_sd(anesthesia_df):
     """With one accuracy per rater and class (20 + 3 parameters) the approximation is usable
     (k < 0.7, no warning) and the resampled pi means land within half a posterior sd of NUTS's:
@@ -104,7 +95,6 @@ def test_class_conditional_agrees_with_nuts_within_half_a_posterior_sd(anesthesi
 
 
 @needs_cmdstan
-@psis_1x_defect
 def test_result_api_and_psis_diagnostics(anesthesia_pathfinder):
     pf = anesthesia_pathfinder
     assert pf.n_chains == 1 and pf.n_draws == 1000
@@ -135,6 +125,31 @@ def test_result_api_and_psis_diagnostics(anesthesia_pathfinder):
         warnings.simplefilter("ignore")
         loo = pyrater.loo(pf, warn=False)
     assert np.isfinite(loo.elpd_loo) and loo.elpd_loo < 0
+
+
+@needs_cmdstan
+def test_psis_weights_are_this_arviz_lines_and_not_degenerate(anesthesia_pathfinder):
+    """The Pathfinder ratios lp - lp_approx smoothed by pyrater's PSIS equal this ArviZ line's own PSIS
+    (az.psislw on 0.x; arviz_stats' psislw of the negated ratios on 1.x, which takes the
+    log-likelihood and a tail one draw shorter), so the weights are the same on both lines; the
+    heaviest draw carries well under the whole weight and the resample keeps many distinct draws."""
+    pf = anesthesia_pathfinder
+    log_ratios = pf.lp - pf.lp_approx
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if _arviz.is_datatree_line():
+            from arviz_stats.base import array_stats
+
+            ref_lw, ref_k = array_stats.psislw(-log_ratios)
+            lw, k = _psis.psislw(log_ratios, tail_length=int(min(0.2 * 4000, 3 * np.sqrt(4000))))
+        else:
+            ref_lw, ref_k = _arviz._az().psislw(log_ratios)
+            lw, k = pf.log_weights, pf.pareto_k
+    np.testing.assert_allclose(lw, np.asarray(ref_lw), rtol=0, atol=1e-10)
+    assert k == pytest.approx(float(ref_k), abs=1e-10)
+    np.testing.assert_array_equal(pf.log_weights, _arviz.psislw(log_ratios)[0])
+    w = np.exp(pf.log_weights)
+    assert w.max() < 0.8 and pf.pathfinder_diagnostics()["unique_draws"] >= 20
 
 
 @needs_cmdstan

@@ -14,6 +14,8 @@ the version itself:
   quantiles, ArviZ 0.x's default, passed explicitly on both lines);
 * :func:`loo` -- PSIS-LOO as a plain :class:`LooArrays` with the same field
   names on both lines;
+* :func:`psislw` -- Pareto-smoothed importance weights of one vector of log
+  ratios (pyrater's own :mod:`pyrater._psis` on both lines);
 * :func:`plot_trace`, :func:`plot_rank` -- a matplotlib Figure on both lines.
 
 ArviZ is imported lazily (it takes about a second to import).
@@ -210,7 +212,14 @@ class LooArrays:
 
 
 def loo(obj, var_name: str = "log_lik") -> LooArrays:
-    """PSIS-LOO (``az.loo(..., pointwise=True)``) of ``obj``'s log-likelihood ``var_name``."""
+    """PSIS-LOO (``az.loo(..., pointwise=True)``) of ``obj``'s log-likelihood ``var_name``.
+
+    ArviZ's own LOO on each line, so that :func:`pyrater.compare` equals
+    ``az.compare``.  The lines differ in one detail: the Pareto tail is
+    ``ceil(3 sqrt(S / r_eff))`` draws on 0.x and ``floor(...)`` on 1.x, which
+    moves Pareto k by a few hundredths and elpd_i by about 1e-4 (the same
+    PSIS as :func:`pyrater._psis.psislw` of ``-log_lik`` otherwise; tested).
+    """
     az = _az()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto distribution")
@@ -262,7 +271,12 @@ def _quiet_legacy_plots():
 def psislw(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, float]:
     """Pareto-smoothed log importance weights, normalised, and the Pareto k.
 
-    ``arviz.psislw`` on 0.x, ``arviz_stats.base.array_stats.psislw`` on 1.x.
+    The same numbers on both ArviZ lines: :func:`pyrater._psis.psislw`, the
+    reference algorithm of Vehtari et al. (2024), equal to ArviZ 0.x's
+    ``az.psislw`` to rounding.  ArviZ 1.x's ``arviz_stats`` ``psislw`` is not
+    called: it takes the *negated* log ratios (the log-likelihood, for LOO)
+    and a tail length one shorter (``floor`` for ``ceil``), see
+    :mod:`pyrater._psis`.
 
     Parameters
     ----------
@@ -278,17 +292,9 @@ def psislw(log_ratios: np.ndarray, r_eff: float = 1.0) -> tuple[np.ndarray, floa
     k : float
         Estimated Pareto shape of the ratios' tail.
     """
-    if is_datatree_line():
-        from arviz_stats.base import array_stats
+    from ._psis import psislw as _psislw
 
-        func, kwargs = array_stats.psislw, {"r_eff": r_eff}
-    else:
-        func, kwargs = _az().psislw, {"reff": r_eff}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lw, k = func(np.asarray(log_ratios, dtype=float), **kwargs)
-    lw = np.asarray(lw, dtype=float)
-    return lw - np.logaddexp.reduce(lw), float(np.asarray(k))
+    return _psislw(log_ratios, r_eff=r_eff)
 
 
 def plot_trace(obj, var_names: Sequence[str], **kwargs):

@@ -440,11 +440,13 @@ class CmdStanPyEngine(Engine):
         diagonal-heavy values, then ``draws`` draws from its normal
         approximation) without resampling (``psis_resample=False``); the
         importance ratios ``lp__ - lp_approx__`` of all approximate draws are
-        Pareto-smoothed by :func:`arviz.psislw` (tail length
-        ``min(0.2 S, 3 sqrt(S))`` as in Stan's own resampling step) and
-        ``draws`` draws are resampled with replacement by the smoothed
-        weights (seeded).  The Pareto k of that step is the one Stan would
-        report; above 0.7 a warning says so, as Stan does.
+        Pareto-smoothed by :func:`pyrater._psis.psislw` (Vehtari et al.
+        2024, the same numbers under ArviZ 0.x and 1.x; tail length
+        ``ceil(min(0.2 S, 3 sqrt(S)))`` as in R's loo and ArviZ 0.x, where
+        Stan's own resampling step truncates, one draw fewer for S = 4000)
+        and ``draws`` draws are resampled with replacement by the smoothed
+        weights (seeded).  The Pareto k of that step is Stan's diagnostic
+        (up to that one tail draw); above 0.7 a warning says so, as Stan does.
 
         Parameters
         ----------
