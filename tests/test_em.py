@@ -688,3 +688,18 @@ def test_default_map_search_reaches_stans_optimum(anesthesia):
     fit = pyrater.fit(anesthesia, "dawid_skene", method="em", seed=1)
     assert fit.log_posterior >= at_stan - 1e-3
     assert fit.log_posterior == pytest.approx(at_stan, abs=1e-3)
+
+
+@pytest.mark.parametrize("bad", [{"max_iter": 0}, {"max_iter": True}, {"tol": -1.0}, {"tol": "x"},
+                                 {"param_tol": -1e-6}, {"param_tol": True}, {"param_tol": float("nan")}])
+def test_stopping_arguments_are_checked_once_for_both_em_routes(bad):
+    from pyrater.native.em import _check_stopping
+
+    args = {"max_iter": 10, "tol": 1e-8, "param_tol": 1e-6, **bad}
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        _check_stopping(**args)
+    sim = pyrater.simulate("dawid_skene", n_items=30, n_raters=3, n_categories=2, seed=1)
+    with pytest.raises(ValueError, match=name):
+        pyrater.em(sim.data, **bad)
+    assert _check_stopping(5, 0, 0) == (5, 0.0, 0.0)  # zero tolerances: run to max_iter or an exact fixed point

@@ -1125,6 +1125,22 @@ def _search(
 # ----------------------------------------------------------------------------- em
 
 
+def _check_stopping(max_iter: Any, tol: Any, param_tol: Any) -> tuple[int, float, float]:
+    """Validate EM's stopping arguments (in-memory and distributed EM share them)."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    checked = []
+    for name, value in (("tol", tol), ("param_tol", param_tol)):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a non-negative number (np.inf allowed), got {value!r}") from None
+        if isinstance(value, (bool, np.bool_)) or not number >= 0:
+            raise ValueError(f"{name} must be a non-negative number (np.inf allowed), got {value!r}")
+        checked.append(number)
+    return int(max_iter), checked[0], checked[1]
+
+
 def em(
     data: "RatingData | pd.DataFrame",
     model: "str | Model" = "dawid_skene",
@@ -1283,20 +1299,7 @@ def em(
     kind = _kind(model_obj)
     if isinstance(n_restarts, bool) or not isinstance(n_restarts, (int, np.integer)) or n_restarts < 0:
         raise ValueError(f"n_restarts must be a non-negative integer, got {n_restarts!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    try:
-        tol = float(tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"tol must be a non-negative number, got {tol!r}") from None
-    if not tol >= 0:
-        raise ValueError(f"tol must be a non-negative number, got {tol!r}")
-    try:
-        param_tol = float(param_tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"param_tol must be a non-negative number, got {param_tol!r}") from None
-    if not param_tol >= 0:
-        raise ValueError(f"param_tol must be a non-negative number, got {param_tol!r}")
+    max_iter, tol, param_tol = _check_stopping(max_iter, tol, param_tol)
     if compress not in (True, False, "auto"):
         raise ValueError(f"compress must be True, False or 'auto', got {compress!r}")
     if backend not in _BACKENDS:

@@ -424,16 +424,7 @@ def em(
         )
     if n_restarts != 0:
         raise ValueError(f"distributed EM supports no random restarts (n_restarts=0), got n_restarts={n_restarts!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    try:
-        tol = float(tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"tol must be a non-negative number, got {tol!r}") from None
-    if not tol >= 0:
-        raise ValueError(f"tol must be a non-negative number, got {tol!r}")
-    if isinstance(param_tol, bool) or not isinstance(param_tol, (int, float, np.floating)) or not param_tol > 0:
-        raise ValueError(f"param_tol must be a positive number (np.inf: the objective alone), got {param_tol!r}")
+    max_iter, tol, param_tol = _em._check_stopping(max_iter, tol, param_tol)
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable, got {callback!r}")
     if is_dask_frame(data):
