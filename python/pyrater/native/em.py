@@ -851,6 +851,12 @@ def _run(
             conv.reset_classes()
         if it + 1 < max_iter:
             pi, theta, empty = _m_step(prob, T, kind, prior, wT)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
+
+
+def _run_result(pi: np.ndarray, theta: np.ndarray, empty: Any, T: np.ndarray, ll: float, trace: list[float],
+                converged: bool, conv: _Convergence) -> dict[str, Any]:
+    """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence."""
     return {
         "pi": pi,
         "theta": theta,
@@ -1006,16 +1012,7 @@ def _run_fused(
                 pi, theta, empty = _m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
-    return {
-        "pi": pi,
-        "theta": theta,
-        "empty": empty,
-        "T": T,
-        "log_lik": ll,
-        "trace": np.asarray(trace),
-        "converged": converged,
-        "convergence": conv.info(),
-    }
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
 
 
 def _check_init(init: Any, I: int, K: int) -> np.ndarray | str:
