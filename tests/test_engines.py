@@ -526,3 +526,35 @@ def test_progress_bar_is_shown(pystan_engine, capsys):
     assert "Sampling 2 chains" in capsys.readouterr().err
     pystan_engine.sample("homogeneous", d, chains=2, warmup=100, draws=100, seed=1, progress=False)
     assert "Sampling" not in capsys.readouterr().err
+
+
+@pytest.mark.stan
+@pytest.mark.skipif(not HAS_CMDSTAN, reason="CmdStan is not installed")
+def test_cmdstanpy_optimize_started_at_the_mode_is_quiet():
+    # pyrater's L-BFGS starts include the EM mode; on bluebirds L-BFGS cannot improve on it and stops
+    # at once ("Line search failed"). cmdstanpy logs that as CmdStan's whole console output, an
+    # "error: code '1'" line and "Invalid estimate" on every access; pyrater records each start's
+    # convergence itself and keeps the log clean
+    import logging
+
+    from conftest import shared_file
+
+    import pyrater
+
+    ratings = pd.read_csv(shared_file("bluebirds", "ratings.csv"))
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    cmd_logger = logging.getLogger("cmdstanpy")  # cmdstanpy's own handler; it does not propagate
+    cmd_logger.addHandler(handler)
+    try:
+        fit = pyrater.fit(ratings, "dawid_skene", method="optimize", engine="cmdstanpy", seed=1)
+    finally:
+        cmd_logger.removeHandler(handler)
+    assert np.isfinite(fit.log_density)
+    assert [m[:80] for m in seen if "Line search" in m or "failed to converge" in m or "code '1'" in m] == []
+    assert len(cmd_logger.filters) == 0  # the filter is removed after the call

@@ -165,10 +165,12 @@ def _as_init(init: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _quiet_cmdstanpy() -> Iterator[None]:
+def _quiet_cmdstanpy(drop: tuple[str, ...] = ()) -> Iterator[None]:
     """Hide cmdstanpy's per-run INFO lines ("CmdStan start processing") during one call.
 
-    Its warnings and errors still show; the logger's level is restored afterwards.
+    Its warnings and errors still show, except those containing one of the
+    strings in ``drop`` (outcomes pyrater records and reports itself); the
+    logger's level and filters are restored afterwards.
     """
     try:
         from cmdstanpy.utils import get_logger
@@ -179,10 +181,23 @@ def _quiet_cmdstanpy() -> Iterator[None]:
     level = cmd_logger.level
     if level < logging.WARNING:
         cmd_logger.setLevel(logging.WARNING)
+
+    def keep(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in drop)
+
+    cmd_logger.addFilter(keep)
     try:
         yield
     finally:
+        cmd_logger.removeFilter(keep)
         cmd_logger.setLevel(level)
+
+
+#: cmdstanpy warnings on an L-BFGS run that stops at its start (e.g. the EM mode, already optimal):
+#: the console dump of "Line search failed" and "Invalid estimate"; pyrater records each start's
+#: convergence in ``OptimizeResult.converged`` instead
+_OPTIMIZE_NOISE = ("Line search failed", "optimization failed to converge", "error: code '1'")
 
 
 def _new_seed() -> int:
@@ -395,7 +410,7 @@ class CmdStanPyEngine(Engine):
         errors: list[str] = []
         for s in range(n_inits):
             try:
-                with _quiet_cmdstanpy():
+                with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
                     fit = model.optimize(
                         data=data,
                         seed=(seed + s) % (2**31),
@@ -411,11 +426,13 @@ class CmdStanPyEngine(Engine):
                 continue
             fits[s] = fit
             converged[s] = bool(getattr(fit, "converged", True))
-            lds[s] = float(fit.optimized_params_dict["lp__"])
+            with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
+                lds[s] = float(fit.optimized_params_dict["lp__"])
         if not np.any(np.isfinite(lds)):
             raise _classify(RuntimeError("\n".join(errors)), "optimisation")
         best = int(np.nanargmax(lds))
-        params = {k: np.asarray(v, dtype=float) for k, v in fits[best].stan_variables().items()}
+        with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
+            params = {k: np.asarray(v, dtype=float) for k, v in fits[best].stan_variables().items()}
         for name, ndim in self._declared(model).items():  # zero-size variables have no CSV column
             if name not in params and ndim > 0:
                 params[name] = np.zeros((0,) * ndim)
