@@ -128,26 +128,27 @@ def test_result_api_and_psis_diagnostics(anesthesia_pathfinder):
 
 
 @needs_cmdstan
-def test_psis_weights_are_this_arviz_lines_and_not_degenerate(anesthesia_pathfinder):
-    """The Pathfinder ratios lp - lp_approx smoothed by pyrater's PSIS equal this ArviZ line's own PSIS
-    (az.psislw on 0.x; arviz_stats' psislw of the negated ratios on 1.x, which takes the
-    log-likelihood and a tail one draw shorter), so the weights are the same on both lines; the
-    heaviest draw carries well under the whole weight and the resample keeps many distinct draws."""
+def test_psis_weights_are_stans_and_not_degenerate(anesthesia_pathfinder):
+    """The Pathfinder ratios lp - lp_approx are smoothed as Stan's own PSIS step does (tail length
+    floor(min(0.2 S, 3 sqrt(S)))), the same numbers on both ArviZ lines: on 1.x they equal arviz_stats'
+    psislw of the negated ratios (it takes the log-likelihood, and uses the same tail rule); on 0.x
+    they equal az.psislw given that tail (checked in test_psis.py's reference tests). The heaviest
+    draw carries well under the whole weight and the resample keeps many distinct draws."""
     pf = anesthesia_pathfinder
     log_ratios = pf.lp - pf.lp_approx
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if _arviz.is_datatree_line():
-            from arviz_stats.base import array_stats
+    S = log_ratios.size
+    lw, k = _psis.psislw(log_ratios, tail_length=_psis.stan_tail_length(S))
+    np.testing.assert_array_equal(pf.log_weights, lw)
+    assert pf.pareto_k == k
+    if _arviz.is_datatree_line():
+        from arviz_stats.base import array_stats
 
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             ref_lw, ref_k = array_stats.psislw(-log_ratios)
-            lw, k = _psis.psislw(log_ratios, tail_length=int(min(0.2 * 4000, 3 * np.sqrt(4000))))
-        else:
-            ref_lw, ref_k = _arviz._az().psislw(log_ratios)
-            lw, k = pf.log_weights, pf.pareto_k
-    np.testing.assert_allclose(lw, np.asarray(ref_lw), rtol=0, atol=1e-10)
-    assert k == pytest.approx(float(ref_k), abs=1e-10)
-    np.testing.assert_array_equal(pf.log_weights, _arviz.psislw(log_ratios)[0])
+        np.testing.assert_allclose(lw, np.asarray(ref_lw), rtol=0, atol=1e-10)
+        assert k == pytest.approx(float(ref_k), abs=1e-10)
+    assert _psis.stan_tail_length(S) == _psis.n_pareto_tail(S) - 1  # one draw fewer than R's loo at S = 4000
     w = np.exp(pf.log_weights)
     assert w.max() < 0.8 and pf.pathfinder_diagnostics()["unique_draws"] >= 20
 

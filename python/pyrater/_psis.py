@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-__all__ = ["n_pareto_tail", "gpdfit", "psislw"]
+__all__ = ["n_pareto_tail", "stan_tail_length", "gpdfit", "psislw"]
 
 #: Fewer tail draws than this and no generalised Pareto fit is attempted (k = inf).
 MIN_TAIL = 5
@@ -53,6 +53,16 @@ def n_pareto_tail(n_draws: int, r_eff: float = 1.0) -> int:
         Relative efficiency of the draws (ESS / S; 1 for independent draws).
     """
     return int(math.ceil(min(n_draws / 5.0, 3.0 * math.sqrt(n_draws / r_eff))))
+
+
+def stan_tail_length(n_draws: int) -> int:
+    """Stan's tail length (``stan/services/pathfinder/psis.hpp``): ``floor(min(0.2 S, 3 sqrt(S)))``.
+
+    Stan's Pathfinder smooths its importance ratios with ``r_eff = 1`` and
+    truncates the tail length to an integer, one draw fewer than
+    :func:`n_pareto_tail` for S = 4000.
+    """
+    return int(min(n_draws / 5.0, 3.0 * math.sqrt(n_draws)))
 
 
 def gpdfit(x: np.ndarray) -> tuple[float, float]:

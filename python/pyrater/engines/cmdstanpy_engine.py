@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .. import _arviz
+from .. import _psis
 from .base import (
     STAN_SAMPLE_STATS,
     Engine,
@@ -458,12 +458,12 @@ class CmdStanPyEngine(Engine):
         approximation) without resampling (``psis_resample=False``); the
         importance ratios ``lp__ - lp_approx__`` of all approximate draws are
         Pareto-smoothed by :func:`pyrater._psis.psislw` (Vehtari et al.
-        2024, the same numbers under ArviZ 0.x and 1.x; tail length
-        ``ceil(min(0.2 S, 3 sqrt(S)))`` as in R's loo and ArviZ 0.x, where
-        Stan's own resampling step truncates, one draw fewer for S = 4000)
-        and ``draws`` draws are resampled with replacement by the smoothed
-        weights (seeded).  The Pareto k of that step is Stan's diagnostic
-        (up to that one tail draw); above 0.7 a warning says so, as Stan does.
+        2024, the same numbers under ArviZ 0.x and 1.x) with Stan's own tail
+        length ``floor(min(0.2 S, 3 sqrt(S)))`` (:func:`pyrater._psis.stan_tail_length`;
+        R's loo and ArviZ 0.x round up, one draw more for S = 4000), and
+        ``draws`` draws are resampled with replacement by the smoothed
+        weights (seeded).  The Pareto k of that step is the diagnostic Stan
+        computes for its own resampling; above 0.7 a warning says so, as Stan does.
 
         Parameters
         ----------
@@ -516,7 +516,7 @@ class CmdStanPyEngine(Engine):
         lp_approx = np.asarray(stats["lp_approx__"], dtype=float).ravel()
         n = lp.shape[0]
         values = self._variables(fit, (n,), self._declared(model))
-        log_weights, k = _arviz.psislw(lp - lp_approx)
+        log_weights, k = _psis.psislw(lp - lp_approx, tail_length=_psis.stan_tail_length(n))
         rng = np.random.default_rng(seed)
         idx = rng.choice(n, size=draws, replace=True, p=np.exp(log_weights))
         messages = ""
