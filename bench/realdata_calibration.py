@@ -9,7 +9,8 @@ Three studies, one run:
    every method, every data set, fractions 5% and 10% and ``--splits``
    repeated random splits (``numpy.random.default_rng([seed, split])``): a
    random share of the gold items calibrates (``calibrate(probs, gold_cal,
-   method, cv=5, seed=split)``), the other gold items are scored before and
+   method, cv=5, seed=split)`` for every map of ``CAL_METHODS``; the first,
+   ``calibrate``'s default, heads the report), the other gold items are scored before and
    after (:func:`pyrater.evaluate.score`: accuracy, ECE with 15 bins, Brier,
    log-loss).  The calibration set has ``max(round(fraction * gold), 10)``
    items: ``calibrate`` refuses fewer than 10 (bluebirds, 108 gold items, has
@@ -21,8 +22,9 @@ Three studies, one run:
    the power chosen without gold labels by the leave-one-rating-out
    predictive log-likelihood, for every EM variant and Stan-opt; scored on
    all gold items against the untempered fit.
-3. **Full Bayesian vs plug-in**: Stan MCMC (Rao-Blackwellised) against the
-   posterior mode (EM MAP, Stan-opt) where MCMC runs, from the same fits.
+3. **Full Bayesian vs plug-in**: Gibbs (every set) and Stan MCMC (small
+   sets), both Rao-Blackwellised, against ML EM, MAP EM and Stan-opt, from
+   the same fits, before and after calibration.
 
 Writes ``bench/realdata_calibration_{splits,summary,tempered,reliability}.csv``
 and ``bench/RESULTS_calibration.md``.
@@ -498,7 +500,8 @@ def write_report(out_dir: Path) -> Path:
 _NB_CELLS: list[tuple[str, str]] = [
     ("markdown", """## Calibration with a few gold items: before and after temperature scaling
 
-`bench/realdata_calibration.py` calibrates every method's class probabilities with `pyrater.calibrate` on a
+`bench/realdata_calibration.py` calibrates every method's class probabilities with `pyrater.calibrate` (its
+default map, `"bayes-temperature"`: temperature scaling averaged over the posterior of the temperature) on a
 random 5% or 10% of the gold items (at least 10) and scores the other gold items before and after, over
 repeated random splits; it also tries a tempered likelihood whose power is chosen without gold labels
 (`pyrater.tempering`). This section reads its CSVs (`bench/realdata_calibration_*.csv`); where they are missing
@@ -525,8 +528,8 @@ table.style.format("{:.3f}")"""),
     ("markdown", """### Reliability diagrams before and after calibration (5% gold items)
 
 Held-out gold items of all data sets and splits pooled: mean top-class probability against the share of
-correct top-class predictions per confidence bin, before (grey) and after (blue) temperature scaling fitted
-on 5% of the gold items. Marker area shows the number of items in the bin."""),
+correct top-class predictions per confidence bin, before (grey) and after (blue) `calibrate`'s default map
+fitted on 5% of the gold items. Marker area shows the number of items in the bin."""),
     ("code", """r5 = crel[crel.fraction == 0.05]
 pooled = r5.groupby(["method", "stage", "bin"])[["count", "conf_sum", "acc_sum"]].sum().reset_index()
 pooled["confidence"] = pooled.conf_sum / pooled["count"]
@@ -553,7 +556,7 @@ for ax in axes[:, 0]:
 fig.tight_layout()"""),
     ("markdown", """### ECE per data set after calibration with 5% gold items
 
-Mean over splits of the held-out ECE after temperature scaling (blank: method not run on that set)."""),
+Mean over splits of the held-out ECE after `calibrate`'s default map (blank: method not run on that set)."""),
     ("code", """e5 = summ[summ.fraction == 0.05].pivot(index="dataset", columns="method", values="ece_after")
 e5 = e5.reindex(columns=[m for m in cmethods if m in e5.columns])
 e5.style.format("{:.3f}", na_rep="").background_gradient(cmap="Reds", vmin=0, vmax=0.2)"""),
