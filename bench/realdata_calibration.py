@@ -162,7 +162,10 @@ def calibration_splits(
 
 
 def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: bool = True, mcmc: bool = True,
-        n_splits: int = N_SPLITS, log: Callable[[str], None] = print) -> dict[str, pd.DataFrame]:
+        n_splits: int = N_SPLITS, log: Callable[[str], None] = print,
+        parts_dir: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The three studies on every data set; ``parts_dir``: keep each finished data set's rows there (pickles)
+    and reuse those already there, so an interrupted run resumes where it stopped (same settings assumed)."""
     machine = rd.machine_state()
     t0 = time.perf_counter()
     names = rd.list_datasets(data_dir) if names is None else list(names)
@@ -170,6 +173,17 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
         raise FileNotFoundError(f"no categorical data sets found under {data_dir}")
     split_rows, bins, temper_rows, full_rows, skipped = [], [], [], [], []
     for name in names:
+        part = None if parts_dir is None else Path(parts_dir) / f"{name}__splits{n_splits}.pkl"
+        if part is not None and part.exists():
+            saved = pd.read_pickle(part)
+            split_rows += saved["split_rows"]
+            bins += saved["bins"]
+            temper_rows += saved["temper_rows"]
+            full_rows += saved["full_rows"]
+            skipped += saved["skipped"]
+            log(f"{name}: reused {part}")
+            continue
+        n_before = [len(split_rows), len(bins), len(temper_rows), len(full_rows), len(skipped)]
         ds = rd.load_dataset(name, data_dir)
         log(f"{name}: {ds.n_ratings} ratings, K={ds.data.n_categories}, {len(ds.truth)} gold")
         for method in rd.METHODS:
@@ -203,6 +217,11 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
                     split_rows += r
                 msg += f"  | tempered tau {tp.power:.2f}: ECE {full['ece']:.3f}->{s['ece']:.3f}"
             log(f"  {method:9s} {secs:6.1f} s  {msg}")
+        if part is not None:
+            part.parent.mkdir(parents=True, exist_ok=True)
+            lists = (split_rows, bins, temper_rows, full_rows, skipped)
+            pd.to_pickle({key: lst[n:] for key, lst, n in zip(
+                ("split_rows", "bins", "temper_rows", "full_rows", "skipped"), lists, n_before)}, part)
     total = time.perf_counter() - t0
     out = {
         "splits": pd.DataFrame(split_rows),
@@ -599,6 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=N_SPLITS)
     ap.add_argument("--no-stan", action="store_true")
     ap.add_argument("--no-mcmc", action="store_true")
+    ap.add_argument("--parts-dir", type=Path, default=None,
+                    help="keep each finished data set's results here and reuse them (resume an interrupted run)")
     ap.add_argument("--report-only", action="store_true", help="rebuild RESULTS_calibration.md from the CSVs")
     ap.add_argument("--notebook", action="store_true", help="rewrite and execute notebooks/real_data.ipynb")
     args = ap.parse_args(argv)
@@ -614,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run(args.data_dir, args.datasets, args.out_dir, stan=not args.no_stan, mcmc=not args.no_mcmc,
-            n_splits=args.splits)
+            n_splits=args.splits, parts_dir=args.parts_dir)
     return 0
 
 

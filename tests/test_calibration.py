@@ -364,7 +364,8 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
     rc = importlib.util.module_from_spec(spec)
     sys.modules["realdata_calibration"] = rc
     spec.loader.exec_module(rc)
-    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None)
+    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None,
+                 parts_dir=tmp_path / "parts")
     splits = out["splits"]
     t = splits[(splits.cal_method == "temperature") & ~splits.refused.astype(bool)]
     assert set(t.method) >= {"MV", "DS-ML", "DS-MAP"} and set(t.fraction) == {0.05, 0.10}
@@ -378,3 +379,9 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
     # reproducible by seed: the same run gives the same numbers
     again = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=lambda s: None)
     pd.testing.assert_frame_equal(again["splits"], splits)
+    # a resumed run reuses the finished data set's saved rows instead of refitting
+    said = []
+    reused = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=said.append, parts_dir=tmp_path / "parts")
+    assert said[0].startswith("bluebirds: reused")
+    for key in ("splits", "full", "tempered", "reliability"):
+        pd.testing.assert_frame_equal(reused[key], out[key])
