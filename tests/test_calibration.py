@@ -12,7 +12,16 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 import pyrater
-from pyrater.calibration import apply_temperature, fit_temperature, min_gold_items, stratified_folds
+from pyrater.calibration import (
+    LOG_T_GRID,
+    apply_bayes_temperature,
+    apply_temperature,
+    confidence_prior,
+    fit_bayes_temperature,
+    fit_temperature,
+    min_gold_items,
+    stratified_folds,
+)
 from pyrater.evaluate import expected_calibration_error, log_loss
 from pyrater.tempering import loo_rating_log_score, tempered_class_probabilities
 
@@ -45,10 +54,10 @@ def sim_fit():
 @pytest.mark.parametrize("power", [0.5, 3.0])
 def test_temperature_recovers_the_power(power):
     probs, gold = distorted(6000, 3, power, seed=1)
-    cal = pyrater.calibrate(probs, gold, seed=0, prior_sd=None, floor=1e-15)
+    cal = pyrater.calibrate(probs, gold, method="temperature", seed=0, prior_sd=None, floor=1e-15)
     assert cal.temperature == pytest.approx(power, rel=0.06)
     # fitting the floor too: a low floor (it touches only the rare tiny probabilities), same temperature
-    fitted = pyrater.calibrate(probs, gold, seed=0, prior_sd=None)
+    fitted = pyrater.calibrate(probs, gold, method="temperature", seed=0, prior_sd=None)
     assert fitted.floor <= 1e-4 and fitted.temperature == pytest.approx(power, rel=0.06)
     # temperature scaling keeps every item's most probable class
     assert (cal.probabilities.to_numpy().argmax(1) == probs.to_numpy().argmax(1)).all()
@@ -83,9 +92,90 @@ def test_prior_keeps_the_temperature_finite_when_every_gold_item_is_right():
     probs, gold = distorted(200, 2, 1.0, seed=4)
     right = probs.idxmax(axis=1) == gold
     few = gold[right].iloc[:12]
-    assert pyrater.calibrate(probs, few, prior_sd=None, seed=0).temperature == pytest.approx(0.01)  # ML runs to the bound
-    t = pyrater.calibrate(probs, few, seed=0).temperature
+    assert pyrater.calibrate(probs, few, method="temperature", prior_sd=None, seed=0).temperature == pytest.approx(0.01)  # ML runs to the bound
+    t = pyrater.calibrate(probs, few, method="temperature", seed=0).temperature
     assert 0.2 < t < 1.0
+
+
+# ------------------------------------------------------------------ posterior-predictive temperature (default)
+@pytest.mark.parametrize("power", [0.5, 3.0])
+def test_bayes_temperature_recovers_the_power_and_keeps_the_argmax(power):
+    probs, gold = distorted(4000, 3, power, seed=1)
+    cal = pyrater.calibrate(probs, gold, seed=0, floor=1e-15)  # default method
+    assert cal.method == "bayes-temperature"
+    w = cal.temperature_weights
+    assert w.shape == LOG_T_GRID.shape and w.sum() == pytest.approx(1.0)
+    # with 4000 gold items the posterior of log T is narrow and centred at log(power)
+    mean = float(w @ LOG_T_GRID)
+    sd = float(np.sqrt(w @ (LOG_T_GRID - mean) ** 2))
+    assert mean == pytest.approx(np.log(power), abs=0.06) and sd < 0.06
+    assert cal.temperature == pytest.approx(power, rel=0.08)
+    assert (cal.probabilities.to_numpy().argmax(1) == probs.to_numpy().argmax(1)).all()
+    b, a = cal.scores.loc["before"], cal.scores.loc["after"]
+    assert a["log_loss"] < b["log_loss"] and a["ece"] < b["ece"] and a["ece"] < 0.03
+    assert a["accuracy"] == b["accuracy"]
+    # with many items the mixture is close to the single penalised-ML temperature map
+    ml = pyrater.calibrate(probs, gold, method="temperature", seed=0, prior_sd=None, floor=1e-15)
+    np.testing.assert_allclose(cal.probabilities.to_numpy(), ml.probabilities.to_numpy(), atol=0.02)
+
+
+def test_confidence_prior_is_uniform_in_the_mean_calibrated_confidence():
+    probs, _ = distorted(300, 4, 2.5, seed=12)
+    p = probs.to_numpy()
+    c = 1e-4
+    log_prior = confidence_prior(p, c)
+    g = LOG_T_GRID
+    edges = np.concatenate([[g[0]], 0.5 * (g[1:] + g[:-1]), [g[-1]]])
+    # second route: the mean top-class probability at each cell edge, through apply_temperature
+    m = np.array([apply_temperature(np.log(np.maximum(p, c)), np.exp(e)).max(axis=1).mean() for e in edges])
+    assert (np.diff(m) <= 1e-12).all()  # softer with larger T
+    np.testing.assert_allclose(np.exp(log_prior), -np.diff(m) / (m[0] - m[-1]), rtol=1e-8, atol=1e-14)
+    # only every k-th item beyond max_items
+    sub = confidence_prior(p, c, max_items=100)
+    np.testing.assert_allclose(sub, confidence_prior(p[np.linspace(0, 299, 100).round().astype(int)], c))
+    # probabilities that a temperature cannot change get a flat prior
+    flat = confidence_prior(np.full((5, 3), 1 / 3), c)
+    np.testing.assert_allclose(np.exp(flat), 1 / g.size)
+
+
+def test_bayes_posterior_and_mixture_agree_with_direct_computation():
+    probs, gold = distorted(40, 3, 2.0, seed=13)
+    p = probs.to_numpy()
+    y = probs.columns.get_indexer(gold)
+    floors = (1e-15, 1e-2)
+    priors = {c: confidence_prior(p, c) for c in floors}
+    c, w = fit_bayes_temperature(p, y, priors)
+    # route 2: log posterior from apply_temperature at every grid point, floor by marginal likelihood
+    best = None
+    for cand in floors:
+        lp = np.log(np.maximum(p, cand))
+        ll = np.array([np.log(apply_temperature(lp, np.exp(t))[np.arange(y.size), y]).sum() for t in LOG_T_GRID])
+        post = priors[cand] + ll
+        ml = np.logaddexp.reduce(post)
+        if best is None or ml > best[0]:
+            best = (ml, cand, np.exp(post - ml))
+    assert c == best[1]
+    np.testing.assert_allclose(w, best[2], rtol=1e-6, atol=1e-12)
+    lp = np.log(np.maximum(p, c))
+    direct = sum(wj * apply_temperature(lp, np.exp(t)) for wj, t in zip(w, LOG_T_GRID))
+    np.testing.assert_allclose(apply_bayes_temperature(lp, w), direct, atol=1e-9)
+    # all weight on one grid point = plain temperature scaling at that T
+    one = np.zeros_like(w)
+    one[40] = 1.0
+    np.testing.assert_allclose(apply_bayes_temperature(lp, one), apply_temperature(lp, np.exp(LOG_T_GRID[40])), atol=1e-12)
+
+
+def test_bayes_temperature_with_every_gold_item_right_stays_honest():
+    # 12 gold items, all classified correctly: ML sends T to 0 (certainty); the posterior-predictive map
+    # reports the confidence that 12 right out of 12 supports, well below 1
+    probs, gold = distorted(400, 2, 1.0, seed=4)
+    right = probs.idxmax(axis=1) == gold
+    few = gold[right].iloc[:12]
+    cal = pyrater.calibrate(probs, few, seed=0)
+    conf = cal.probabilities.loc[few.index].max(axis=1)
+    assert 0.8 < conf.mean() < 0.97
+    assert (cal.probabilities.to_numpy().argmax(1) == probs.to_numpy().argmax(1)).all()
+    assert np.isfinite(cal.temperature) and cal.fold_temperatures.shape == (5,)
 
 
 # ------------------------------------------------------------------ cross-validation
@@ -94,6 +184,7 @@ def test_cv_is_reproducible_by_seed_and_stratified():
     c1 = pyrater.calibrate(probs, gold, seed=7)
     c2 = pyrater.calibrate(probs, gold, seed=7)
     c3 = pyrater.calibrate(probs, gold, seed=8)
+    np.testing.assert_array_equal(c1.probabilities.to_numpy(), c2.probabilities.to_numpy())
     pd.testing.assert_frame_equal(c1.scores, c2.scores)
     pd.testing.assert_series_equal(c1.folds, c2.folds)
     assert not c1.folds.equals(c3.folds)
@@ -104,7 +195,7 @@ def test_cv_is_reproducible_by_seed_and_stratified():
 
 def test_cv_scores_are_the_scores_of_out_of_fold_maps():
     probs, gold = distorted(250, 3, 2.0, seed=6)
-    cal = pyrater.calibrate(probs, gold, cv=4, seed=3)
+    cal = pyrater.calibrate(probs, gold, method="temperature", cv=4, seed=3)
     y = probs.columns.get_indexer(gold)
     log_p = np.log(np.maximum(probs.loc[gold.index].to_numpy(), 1e-15))
     folds = stratified_folds(y, 4, np.random.default_rng(3))
@@ -113,7 +204,7 @@ def test_cv_scores_are_the_scores_of_out_of_fold_maps():
     for f in range(4):
         t, b = fit_temperature(log_p[folds != f], y[folds != f])
         oof[folds == f] = apply_temperature(log_p[folds == f], t, b)
-    cal = pyrater.calibrate(probs, gold, cv=4, seed=3, floor=1e-15)
+    cal = pyrater.calibrate(probs, gold, method="temperature", cv=4, seed=3, floor=1e-15)
     assert cal.scores.loc["after", "ece"] == pytest.approx(expected_calibration_error(y, oof))
     assert cal.scores.loc["after", "log_loss"] == pytest.approx(log_loss(y, oof))
     assert cal.scores.loc["before", "log_loss"] == pytest.approx(log_loss(y, probs.loc[gold.index].to_numpy()))
@@ -248,8 +339,8 @@ def test_fitted_floor_softens_exact_zeros_without_flattening_the_rest():
     top = np.where(rng.random(len(p)) < 0.9, probs.columns.get_indexer(gold), rng.integers(0, 3, len(p)))
     p[certain] = np.eye(3)[top[certain]]
     probs = pd.DataFrame(p, index=probs.index, columns=probs.columns)
-    fitted = pyrater.calibrate(probs, gold, seed=0)
-    plain = pyrater.calibrate(probs, gold, seed=0, floor=1e-15)
+    fitted = pyrater.calibrate(probs, gold, method="temperature", seed=0)
+    plain = pyrater.calibrate(probs, gold, method="temperature", seed=0, floor=1e-15)
     assert 1e-4 <= fitted.floor <= 1e-1 and plain.floor == 1e-15
     assert fitted.scores.loc["after", "log_loss"] < plain.scores.loc["after", "log_loss"]
     assert fitted.scores.loc["after", "ece"] < plain.scores.loc["after", "ece"]
@@ -273,7 +364,8 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
     rc = importlib.util.module_from_spec(spec)
     sys.modules["realdata_calibration"] = rc
     spec.loader.exec_module(rc)
-    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None)
+    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None,
+                 parts_dir=tmp_path / "parts")
     splits = out["splits"]
     t = splits[(splits.cal_method == "temperature") & ~splits.refused.astype(bool)]
     assert set(t.method) >= {"MV", "DS-ML", "DS-MAP"} and set(t.fraction) == {0.05, 0.10}
@@ -287,3 +379,9 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
     # reproducible by seed: the same run gives the same numbers
     again = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=lambda s: None)
     pd.testing.assert_frame_equal(again["splits"], splits)
+    # a resumed run reuses the finished data set's saved rows instead of refitting
+    said = []
+    reused = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=said.append, parts_dir=tmp_path / "parts")
+    assert said[0].startswith("bluebirds: reused")
+    for key in ("splits", "full", "tempered", "reliability"):
+        pd.testing.assert_frame_equal(reused[key], out[key])

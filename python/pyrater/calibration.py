@@ -16,6 +16,54 @@ temperature).  The map keeps the order of the classes within an item when
 there is no bias, so the most probable class (and the accuracy) is
 unchanged by temperature scaling.
 
+Three methods:
+
+``"bayes-temperature"`` (default)
+    Posterior-predictive temperature scaling: ``q`` is the average of the
+    maps over the posterior of ``T`` given the gold items,
+    ``q = sum_j w_j softmax(log p / T_j)`` on a grid of ``log T``
+    (:data:`LOG_T_GRID`, 121 points on ``[log 0.01, log 100]``), with a
+    prior *uniform in the mean calibrated confidence*
+    ``m(T) = mean_i max_k q[i, k]`` of all items of the fit
+    (:func:`confidence_prior`; it uses the fit's probabilities, not the gold
+    labels).  Why this prior: (i) the scale of a fit's log probabilities is
+    arbitrary (it grows with the number of ratings per item and with the
+    floor), so a prior on ``log T`` centred at ``T = 1`` is not neutral: on
+    the real data sets of ``bench/`` the temperatures fitted on all gold
+    items are 2-10 for the Dawid-Skene fits, and a prior at ``T = 1``
+    pulls a map fitted on 10-40 items back towards the over-confident fit;
+    a prior uniform on the confidence the map will report is invariant to
+    that scale; (ii) when every gold item is classified correctly it gives
+    the behaviour of Laplace's rule of succession (a confidence near
+    ``(n + 1) / (n + 2)``, not 1) instead of ``T -> 0``; (iii) averaging
+    over ``T`` carries the uncertainty of a map fitted on few items into
+    the probabilities, where a plug-in ``T`` is itself over-confident (the
+    failure being corrected).  A mixture of order-preserving maps preserves
+    the order, so the most probable class is unchanged.  The floor (below)
+    is the candidate with the largest marginal likelihood.  Nothing is
+    tuned per data set: the grid, the prior and the floor candidates are
+    fixed.
+``"temperature"``
+    One penalised maximum-likelihood temperature (the earlier default; see
+    Estimation).
+``"temperature+bias"``
+    Penalised ML temperature and biases.
+
+Measured effect (the protocol of ``bench/realdata_calibration.py``: the
+18 real data sets, calibration on 5% of the gold items, at least 10, 8
+random splits, ECE on the other gold items; same fits and splits for both
+maps; the final map of each split, computed from the study's fits outside
+the script because its full re-run had not finished): mean held-out ECE
+after calibration 0.048 for MAP EM (``"temperature"``: 0.052), 0.054 for
+ML EM (0.054) and 0.055 for the Gibbs fit, at unchanged accuracy; with
+10% of the gold items 0.044, 0.046 and 0.047 (``"temperature"``: 0.045,
+0.047).  For MAP EM the gain is on the small sets (adult_content 0.098 ->
+0.075, bluebirds 0.108 -> 0.083, face 0.099 -> 0.089,
+weather_sentiment_cf 0.081 -> 0.057: 10-30 calibration items); snow_rte
+and snow_temp got slightly worse (0.033 -> 0.038, 0.034 -> 0.043).  The
+0.05 target with 5% gold items is met for MAP EM but not for ML EM or the
+Gibbs fit.
+
 Floor
 -----
 ``log p`` needs a floor: maximum-likelihood EM gives probabilities of
@@ -81,7 +129,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
-from scipy.special import log_softmax
+from scipy.special import log_softmax, logsumexp
 
 from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
 
@@ -95,14 +143,22 @@ __all__ = [
     "apply_temperature",
     "stratified_folds",
     "min_gold_items",
+    "LOG_T_GRID",
+    "confidence_prior",
+    "fit_bayes_temperature",
+    "apply_bayes_temperature",
 ]
 
-CALIBRATION_METHODS = ("temperature", "temperature+bias")
+CALIBRATION_METHODS = ("bayes-temperature", "temperature", "temperature+bias")
 #: Candidate floors of the probabilities (see the module notes).
 FLOORS = (1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 1e-2, 10**-1.5, 0.1)
-CalibrationMethod = Literal["temperature", "temperature+bias"]
+CalibrationMethod = Literal["bayes-temperature", "temperature", "temperature+bias"]
 #: Bounds of log T.
 LOG_T_BOUNDS = (np.log(0.01), np.log(100.0))
+#: Grid of log T for ``method="bayes-temperature"`` (121 points on the bounds, steps of 0.077).
+LOG_T_GRID = np.linspace(*LOG_T_BOUNDS, 121)
+#: Items used for the prior of ``"bayes-temperature"`` (evenly spaced in the fit's item order beyond this).
+PRIOR_MAX_ITEMS = 2000
 #: Default sd of the normal prior on log T and the biases.
 PRIOR_SD = 1.5
 
@@ -247,6 +303,131 @@ def fit_temperature(
     return float(np.exp(log_t)), np.concatenate([[0.0], res.x[1:]])
 
 
+def _log_softmax_grid(log_p: np.ndarray, log_t: np.ndarray) -> np.ndarray:
+    """``log softmax(log_p / T)`` for every ``log T`` of the grid: array (G, n, K)."""
+    z = log_p[None, :, :] * np.exp(-np.asarray(log_t, dtype=float))[:, None, None]
+    return z - logsumexp(z, axis=2, keepdims=True)
+
+
+def _softmax_grid(log_p: np.ndarray, log_t: np.ndarray) -> np.ndarray:
+    """``softmax(log_p / T)`` for every ``log T`` of the grid: array (G, n, K)."""
+    return np.exp(_log_softmax_grid(log_p, log_t))
+
+
+def confidence_prior(p_all: np.ndarray, floor: float, log_t_grid: np.ndarray = LOG_T_GRID,
+                     max_items: int = PRIOR_MAX_ITEMS) -> np.ndarray:
+    """Log prior weights over ``log T`` uniform in the mean calibrated confidence of all items.
+
+    ``m(T) = mean_i max_k softmax_k(log max(p_i, c) / T)`` falls from about
+    1 (``T -> 0``) to ``1 / K`` (``T -> inf``).  Grid point ``j`` receives
+    the prior mass ``m(T_{j-1/2}) - m(T_{j+1/2})`` (cell edges at the
+    midpoints of the grid, the outer edges at its ends), so the prior is
+    uniform in ``m`` over what the grid can reach.  It uses no gold label.
+
+    Parameters
+    ----------
+    p_all : array (n, K)
+        Class probabilities of all items of the fit (at most ``max_items``
+        of them, evenly spaced in the given order, are used).
+    floor : float
+    log_t_grid : array (G,)
+        Increasing.
+
+    Returns
+    -------
+    array (G,)
+        Log prior weights summing (in probability) to 1; uniform in ``log T``
+        if ``m`` does not vary (all items' probabilities uniform).
+    """
+    p_all = np.asarray(p_all, dtype=float)
+    if len(p_all) > max_items:
+        p_all = p_all[np.linspace(0, len(p_all) - 1, max_items).round().astype(np.int64)]
+    g = np.asarray(log_t_grid, dtype=float)
+    edges = np.concatenate([[g[0]], 0.5 * (g[1:] + g[:-1]), [g[-1]]])
+    m = _softmax_grid(_log_probs(p_all, floor), edges).max(axis=2).mean(axis=1)
+    mass = np.maximum(-np.diff(m), 0.0)
+    if not mass.sum() > 1e-12:
+        return np.full(g.size, -np.log(g.size))
+    with np.errstate(divide="ignore"):
+        return np.log(mass / mass.sum())
+
+
+def fit_bayes_temperature(
+    p: np.ndarray,
+    y: np.ndarray,
+    log_priors: dict[float, np.ndarray],
+    log_t_grid: np.ndarray = LOG_T_GRID,
+) -> tuple[float, np.ndarray]:
+    """Floor and posterior weights of ``log T`` on labelled items (``method="bayes-temperature"``).
+
+    For each candidate floor ``c`` the posterior over the grid is
+    ``prior_c(T) * prod_i softmax(log max(p_i, c) / T)[y_i]``; the floor with
+    the largest marginal likelihood (sum over the grid) is kept, the
+    smallest of tied floors.
+
+    Parameters
+    ----------
+    p : array (n, K)
+        Class probabilities of the labelled items.
+    y : int array (n,)
+    log_priors : dict floor -> array (G,)
+        :func:`confidence_prior` of every candidate floor.
+    log_t_grid : array (G,)
+
+    Returns
+    -------
+    floor : float
+    weights : array (G,)
+        Posterior probabilities of the grid points, summing to 1.
+    """
+    rows = np.arange(len(y))
+    best = None
+    for c, log_prior in log_priors.items():
+        lq = _log_softmax_grid(_log_probs(p, c), log_t_grid)[:, rows, y]
+        log_post = log_prior + lq.sum(axis=1)
+        log_ml = float(logsumexp(log_post))
+        if best is None or log_ml > best[0] + 1e-9 * max(1.0, abs(best[0])):
+            best = (log_ml, c, log_post)
+    _, c, log_post = best
+    w = np.exp(log_post - log_post.max())
+    return c, w / w.sum()
+
+
+def apply_bayes_temperature(log_p: np.ndarray, weights: np.ndarray, log_t_grid: np.ndarray = LOG_T_GRID,
+                            chunk: int = 4096) -> np.ndarray:
+    """Posterior-predictive probabilities ``sum_j w_j softmax(log_p / T_j)``.
+
+    Each term keeps the order of the classes within an item, so the mixture
+    does too (the most probable class is unchanged).  Grid points with
+    weight below ``1e-12`` of the largest are skipped.
+
+    Parameters
+    ----------
+    log_p : array (n, K)
+        Floored log class probabilities.
+    weights : array (G,)
+    log_t_grid : array (G,)
+
+    Returns
+    -------
+    array (n, K), rows summing to 1.
+    """
+    log_p = np.asarray(log_p, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    keep = w > 1e-12 * w.max()
+    w, g = w[keep] / w[keep].sum(), np.asarray(log_t_grid, dtype=float)[keep]
+    out = np.empty_like(log_p)
+    for start in range(0, len(log_p), chunk):  # bounded memory: G x chunk x K
+        sl = slice(start, start + chunk)
+        out[sl] = np.tensordot(w, _softmax_grid(log_p[sl], g), axes=1)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def _weighted_median_t(weights: np.ndarray, log_t_grid: np.ndarray = LOG_T_GRID) -> float:
+    """Posterior median of ``T`` on the grid."""
+    return float(np.exp(log_t_grid[np.searchsorted(np.cumsum(weights), 0.5)]))
+
+
 def stratified_folds(y: np.ndarray, cv: int, rng: np.random.Generator) -> np.ndarray:
     """Fold number ``0 .. cv-1`` of each item, stratified by class.
 
@@ -265,10 +446,11 @@ def stratified_folds(y: np.ndarray, cv: int, rng: np.random.Generator) -> np.nda
 def min_gold_items(method: str, n_categories: int, cv: int) -> int:
     """Gold items :func:`calibrate` needs: ``max(2 * cv, 10 * parameters)``.
 
-    One parameter for ``"temperature"``, ``K`` (temperature and K - 1 biases)
-    for ``"temperature+bias"``; at least two items per cross-validation fold.
+    One parameter for ``"temperature"`` and ``"bayes-temperature"``, ``K``
+    (temperature and K - 1 biases) for ``"temperature+bias"``; at least two
+    items per cross-validation fold.
     """
-    n_params = 1 if method == "temperature" else n_categories
+    n_params = n_categories if method == "temperature+bias" else 1
     return max(2 * cv, 10 * n_params)
 
 
@@ -303,6 +485,12 @@ class CalibrationResult:
         Floor fitted without each fold.
     cv, seed : int
     prior_sd : float or None
+        Used by ``"temperature"`` and ``"temperature+bias"`` only.
+    temperature_weights : array (G,) or None
+        ``"bayes-temperature"``: posterior probabilities of the grid
+        :data:`LOG_T_GRID` of ``log T`` fitted on all gold items (the map is
+        their mixture; ``temperature`` is then the posterior median of T).
+        None for the other methods.
     """
 
     probabilities: pd.DataFrame
@@ -318,6 +506,7 @@ class CalibrationResult:
     cv: int
     seed: int | None
     prior_sd: float | None
+    temperature_weights: np.ndarray | None = None
 
     def apply(self, probs: pd.DataFrame) -> pd.DataFrame:
         """Apply the fitted map to other class probabilities with the same categories."""
@@ -326,7 +515,10 @@ class CalibrationResult:
                 f"probs must be a DataFrame with columns {list(self.probabilities.columns)}"
             )
         log_p = _log_probs(_probs(probs.to_numpy(dtype=float)), self.floor)
-        q = apply_temperature(log_p, self.temperature, self.bias.to_numpy())
+        if self.temperature_weights is not None:
+            q = apply_bayes_temperature(log_p, self.temperature_weights)
+        else:
+            q = apply_temperature(log_p, self.temperature, self.bias.to_numpy())
         return pd.DataFrame(q, index=probs.index.copy(), columns=probs.columns.copy())
 
     def __repr__(self) -> str:
@@ -387,7 +579,7 @@ def _as_gold(gold: Any) -> pd.Series:
 def calibrate(
     fit_or_probs: Any,
     gold: "pd.Series | pd.DataFrame | dict",
-    method: CalibrationMethod = "temperature",
+    method: CalibrationMethod = "bayes-temperature",
     cv: int = 5,
     seed: int | None = None,
     prior_sd: float | None = PRIOR_SD,
@@ -406,16 +598,21 @@ def calibrate(
         columns ``item`` and one label column (or any two columns: item,
         label).  Every item must be a row of the probabilities and every
         label one of their columns.
-    method : {"temperature", "temperature+bias"}
-        Temperature only (keeps the most probable class of every item), or
-        also one bias per category.
+    method : {"bayes-temperature", "temperature", "temperature+bias"}
+        ``"bayes-temperature"`` (default): posterior-predictive temperature
+        scaling, averaging the map over the posterior of ``T`` under a prior
+        uniform in the mean calibrated confidence (see the module notes);
+        ``"temperature"``: one penalised-ML temperature; both keep the most
+        probable class of every item.  ``"temperature+bias"``: penalised-ML
+        temperature and one bias per category.
     cv : int
         Cross-validation folds (>= 2) over the gold items.
     seed : int, optional
         Seed of the fold assignment.
     prior_sd : float or None
-        Sd of the normal prior on ``log T`` and the biases (see the module
-        notes); None = plain maximum likelihood.
+        ``"temperature"`` and ``"temperature+bias"``: sd of the normal prior
+        on ``log T`` and the biases (see the module notes); None = plain
+        maximum likelihood.  Not used by ``"bayes-temperature"``.
     floor : float or "fit"
         Floor of the probabilities before the logarithm: ``"fit"`` chooses
         it with the temperature (see the module notes); a number in
@@ -466,21 +663,41 @@ def calibrate(
     rows = probs.index.get_indexer(gold.index)
     p = p_all[rows]
     bias = method == "temperature+bias"
+    bayes = method == "bayes-temperature"
+    if bayes:  # priors from all items' probabilities (no labels), one per candidate floor
+        if isinstance(floor, str):
+            floors = [c for c in FLOORS if c <= 0.5 / K] or [FLOORS[0]]
+        else:
+            floors = [float(floor)]
+        log_priors = {c: confidence_prior(p_all, c) for c in floors}
+
+    def fit_map(pf: np.ndarray, yf: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray | None]:
+        if bayes:
+            c, w = fit_bayes_temperature(pf, yf, log_priors)
+            return c, _weighted_median_t(w), np.zeros(K), w
+        c, t, b = fit_calibration_map(pf, yf, bias=bias, prior_sd=prior_sd, floor=floor)
+        return c, t, b, None
+
+    def apply_map(pf: np.ndarray, c: float, t: float, b: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+        if w is not None:
+            return apply_bayes_temperature(_log_probs(pf, c), w)
+        return apply_temperature(_log_probs(pf, c), t, b)
+
     folds = stratified_folds(y, int(cv), np.random.default_rng(seed))
     oof = np.empty_like(p)
     fold_t = np.empty(int(cv))
     fold_c = np.empty(int(cv))
     for f in range(int(cv)):
         test = folds == f
-        c, t, b = fit_calibration_map(p[~test], y[~test], bias=bias, prior_sd=prior_sd, floor=floor)
+        c, t, b, w = fit_map(p[~test], y[~test])
         fold_t[f], fold_c[f] = t, c
-        oof[test] = apply_temperature(_log_probs(p[test], c), t, b)
+        oof[test] = apply_map(p[test], c, t, b, w)
     before = score_arrays(y, p, labels=np.arange(K))
     after = score_arrays(y, oof, labels=np.arange(K))
     scores = pd.DataFrame([before, after], index=pd.Index(["before", "after"], name="probabilities"))[list(METRICS)]
 
-    c, t, b = fit_calibration_map(p, y, bias=bias, prior_sd=prior_sd, floor=floor)
-    q = apply_temperature(_log_probs(p_all, c), t, b)
+    c, t, b, w = fit_map(p, y)
+    q = apply_map(p_all, c, t, b, w)
     return CalibrationResult(
         probabilities=pd.DataFrame(q, index=probs.index.copy(), columns=cats.copy()),
         method=method,
@@ -495,4 +712,5 @@ def calibrate(
         cv=int(cv),
         seed=seed,
         prior_sd=prior_sd,
+        temperature_weights=w,
     )

@@ -339,7 +339,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _write_calibrated(fit, gold_path: Path, out: Path, seed: int) -> None:
-    """``--gold``: temperature-calibrate on the gold items, write the probabilities, print the CV scores."""
+    """``--gold``: calibrate on the gold items (``calibrate``'s default map), write the probabilities, print the CV scores."""
     from .calibration import calibrate
 
     try:
@@ -347,7 +347,7 @@ def _write_calibrated(fit, gold_path: Path, out: Path, seed: int) -> None:
     except FileNotFoundError:
         raise RatingDataError(f"gold file not found: {gold_path}") from None
     try:
-        cal = calibrate(fit, gold, method="temperature", seed=seed)
+        cal = calibrate(fit, gold, seed=seed)
     except ValueError as exc:
         raise ValueError(f"--gold {gold_path}: {exc}") from None
     path = out / "calibrated_probabilities.csv"
