@@ -320,13 +320,28 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     assert f"{ref.scores.loc['after', 'ece']:.4f}" in res.stdout
     bad = tmp_path / "bad_gold.csv"
     pd.DataFrame({"item": ["ghost"] + list(gold.index[:20]), "label": ["1"] + list(gold.iloc[:20])}).to_csv(bad, index=False)
+    fresh = tmp_path / "never_written"
     res = subprocess.run(
-        [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(out),
+        [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(fresh),
          "--quiet", "--gold", str(bad)],
         capture_output=True, text=True, timeout=600,
     )
-    assert res.returncode == 2 and "--gold" in res.stderr and "not items of the fit" in res.stderr
+    assert res.returncode == 2 and "--gold" in res.stderr and "not items of the ratings file" in res.stderr
     assert "'ghost'" in res.stderr and "Traceback" not in res.stderr
+    assert not (fresh / "class_probabilities.csv").exists()  # refused before fitting and writing anything
+    # a file that is not (item, label), and one with too few items: refused before the fit, naming the problem
+    wide = tmp_path / "wide_gold.csv"
+    pd.DataFrame({"a": [1], "b": [2], "c": [3]}).to_csv(wide, index=False)
+    few = tmp_path / "few_gold.csv"
+    gold.iloc[:3].rename("label").rename_axis("item").reset_index().to_csv(few, index=False)
+    for path, text in ((wide, "two columns (item, label)"), (few, "at least")):
+        res = subprocess.run(
+            [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(fresh),
+             "--quiet", "--gold", str(path)],
+            capture_output=True, text=True, timeout=600,
+        )
+        assert res.returncode == 2 and text in res.stderr and "Traceback" not in res.stderr, res.stderr
+        assert not (fresh / "class_probabilities.csv").exists()
 
 
 def test_fitted_floor_softens_exact_zeros_without_flattening_the_rest():

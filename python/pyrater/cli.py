@@ -329,23 +329,51 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
+    gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
     start = time.perf_counter()
     result = _fit(data, args)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     _write_outputs(result, out, args.quiet)
-    if args.gold:
-        _write_calibrated(result, Path(args.gold), out, args.seed)
+    if gold is not None:
+        _write_calibrated(result, gold, Path(args.gold), out, args.seed)
     return 0
 
 
-def _write_calibrated(fit, gold_path: Path, out: Path, seed: int) -> None:
+def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
+    """``--gold FILE``: the known classes (item, label), checked against the ratings before any fitting."""
+    from .calibration import _as_gold, min_gold_items
+
+    try:
+        frame = pd.read_csv(gold_path)
+    except FileNotFoundError:
+        raise RatingDataError(f"gold file not found: {gold_path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise CLIError(f"--gold {gold_path}: not a CSV of (item, label) rows: {exc}") from None
+    try:
+        gold = _as_gold(frame)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(f"--gold {gold_path}: {exc}") from None
+    missing = gold.index[~gold.index.isin(pd.Index(data.unit_labels))]
+    if len(missing):
+        raise CLIError(
+            f"--gold {gold_path}: {len(missing)} of its {len(gold)} items are not items of the ratings file: "
+            f"{list(missing[:8])}{' ...' if len(missing) > 8 else ''} (first column: item, second: label)"
+        )
+    cats = pd.Index(data.categories)
+    bad = pd.unique(gold.to_numpy()[cats.get_indexer(gold.to_numpy()) < 0])
+    if len(bad):
+        raise CLIError(f"--gold {gold_path}: labels {list(bad[:8])} are not categories of the ratings {list(cats)}")
+    needed = min_gold_items("bayes-temperature", len(cats), 5)
+    if len(gold) < needed:
+        raise CLIError(f"--gold {gold_path}: calibration needs at least {needed} gold items (K = {len(cats)}); "
+                       f"the file has {len(gold)}")
+    return gold
+
+
+def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: int) -> None:
     """``--gold``: calibrate on the gold items (``calibrate``'s default map), write the probabilities, print the CV scores."""
     from .calibration import calibrate
 
-    try:
-        gold = pd.read_csv(gold_path)
-    except FileNotFoundError:
-        raise RatingDataError(f"gold file not found: {gold_path}") from None
     try:
         cal = calibrate(fit, gold, seed=seed)
     except ValueError as exc:
