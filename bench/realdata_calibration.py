@@ -246,7 +246,14 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
 
 # ------------------------------------------------------------------ report
 def summarise(splits: pd.DataFrame, cal_method: str = DEFAULT_CAL) -> pd.DataFrame:
-    """Per data set, method and fraction: mean and sd over splits of every before/after metric."""
+    """Per data set, method and fraction: mean and sd over splits of every before/after metric.
+
+    ``cal_method``: the calibration map whose rows are summarised.  Splits
+    written before the default map existed hold only ``"temperature"`` (and
+    ``"temperature+bias"``); for them the summary is of ``"temperature"``.
+    """
+    if cal_method not in set(splits.cal_method):
+        cal_method = "temperature"
     s = splits[(splits.cal_method == cal_method) & (~splits.refused.astype(bool))]
     cols = [f"{m}_{w}" for m in METRICS for w in ("before", "after")] + ["temperature", "cv_ece", "ece_noise"]
     g = s.groupby(["dataset", "method", "fraction"], sort=False)
