@@ -41,7 +41,7 @@ from ...data import (
     _raise,
     _show,
 )
-from ._require import get_client, require_dask
+from ._require import get_client, is_dask_frame, require_dask
 
 if TYPE_CHECKING:  # pragma: no cover
     import dask.dataframe as dd
@@ -457,3 +457,20 @@ class DistributedRatingData:
         if not hit.all():
             raise RatingDataError(f"known-class item {_show(labels[~hit])} not found in the data")
         return client.map(_first, pairs, pure=False)
+
+
+def as_distributed(data: Any, client: Any = None, **data_options: Any) -> tuple["DistributedRatingData", Any]:
+    """The distributed data a fit runs on, and its client.
+
+    A Dask DataFrame is partitioned by item (:meth:`DistributedRatingData.from_dask`
+    with ``data_options``: column names, categories, ...); a
+    :class:`DistributedRatingData` is used as it is (``data_options`` are refused).
+    The client is ``client``, else the data's, else the current one.
+    """
+    if is_dask_frame(data):
+        data = DistributedRatingData.from_dask(data, client=client, **data_options)
+    elif not isinstance(data, DistributedRatingData):
+        raise ValueError(f"data must be a DistributedRatingData or a dask DataFrame, got {type(data).__name__}")
+    elif data_options:
+        raise ValueError(f"column options {sorted(data_options)} apply to a Dask DataFrame, not to DistributedRatingData")
+    return data, get_client(client if client is not None else data.client)

@@ -39,8 +39,8 @@ import xarray as xr
 
 from ...models import Model, get_model
 from .. import em as _em
-from ._require import get_client, is_dask_frame, require_dask
-from .data import Block, DistributedRatingData, tree_reduce
+from ._require import require_dask
+from .data import Block, DistributedRatingData, as_distributed, tree_reduce
 
 __all__ = ["em", "DistributedEMFit"]
 
@@ -427,13 +427,7 @@ def em(
     max_iter, tol, param_tol = _em._check_stopping(max_iter, tol, param_tol)
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable, got {callback!r}")
-    if is_dask_frame(data):
-        data = DistributedRatingData.from_dask(data, client=client, **data_options)
-    elif not isinstance(data, DistributedRatingData):
-        raise ValueError(f"data must be a DistributedRatingData or a dask DataFrame, got {type(data).__name__}")
-    elif data_options:
-        raise ValueError(f"column options {sorted(data_options)} apply to a Dask DataFrame, not to DistributedRatingData")
-    client = get_client(client if client is not None else data.client)
+    data, client = as_distributed(data, client, **data_options)
     J, K = data.n_raters, data.n_categories
     backend = choose_backend(backend, K)
     prior, prior_values = (None, None)

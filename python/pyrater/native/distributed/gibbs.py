@@ -54,7 +54,7 @@ from ..gibbs import GIBBS_ENGINE, _int, _start_counts
 from ..priors import conjugate_prior, log_prior_density
 from ..results import GibbsFit
 from ._require import get_client, is_dask_frame
-from .data import Block, DistributedRatingData, tree_reduce
+from .data import Block, DistributedRatingData, as_distributed, tree_reduce
 from .em import DistributedClasses, _fused_pass, _problem, choose_backend, make_params
 
 __all__ = ["gibbs", "DistributedGibbsFit"]
@@ -260,12 +260,7 @@ def gibbs(
     model_obj = get_model(model)
     if is_dask_frame(data):
         conjugate_prior(model_obj, 2, 1)  # refuse the hierarchical model before the shuffle
-        data = DistributedRatingData.from_dask(data, client=client, **data_options)
-    elif not isinstance(data, DistributedRatingData):
-        raise ValueError(f"data must be a DistributedRatingData or a dask DataFrame, got {type(data).__name__}")
-    elif data_options:
-        raise ValueError(f"column options {sorted(data_options)} apply to a Dask DataFrame, not to DistributedRatingData")
-    client = get_client(client if client is not None else data.client)
+    data, client = as_distributed(data, client, **data_options)
     J, K = data.n_raters, data.n_categories
     prior = conjugate_prior(model_obj, K, J)
     backend = choose_backend(backend, K)
