@@ -61,22 +61,28 @@ def load_real(name: str):
     return pyrater.as_rating_data(r)
 
 
-def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int) -> list[dict]:
+def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int, pi_moves: int = 0,
+                      nuts: bool = True) -> list[dict]:
+    """Gibbs (and, with ``pi_moves``, Gibbs with marginal pi moves) then NUTS, one after the other."""
     import pyrater
 
     data = load_real(name)
     rows = []
+    runs = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = time.perf_counter()
-        g = pyrater.fit(data, "dawid_skene", method="gibbs", chains=4, warmup=gibbs_draws // 2, draws=gibbs_draws,
-                        seed=seed, log_lik=False)
-        tg = time.perf_counter() - t
-        t = time.perf_counter()
-        s = pyrater.fit(data, "dawid_skene", method="mcmc", chains=4, warmup=draws, draws=draws, seed=seed,
-                        progress=False, log_lik=False)
-        ts = time.perf_counter() - t
-    for label, f, wall, n in (("Gibbs", g, tg, gibbs_draws), ("NUTS", s, ts, draws)):
+        for moves in [0] + ([pi_moves] if pi_moves else []):
+            t = time.perf_counter()
+            g = pyrater.fit(data, "dawid_skene", method="gibbs", chains=4, warmup=gibbs_draws // 2,
+                            draws=gibbs_draws, seed=seed, log_lik=False, pi_moves=moves)
+            runs.append(("Gibbs" + (f" (pi_moves={moves})" if moves else ""), g, time.perf_counter() - t,
+                         gibbs_draws))
+        if nuts:
+            t = time.perf_counter()
+            s = pyrater.fit(data, "dawid_skene", method="mcmc", chains=4, warmup=draws, draws=draws, seed=seed,
+                            progress=False, log_lik=False)
+            runs.append(("NUTS", s, time.perf_counter() - t, draws))
+    for label, f, wall, n in runs:
         ess = min_bulk_ess(f)
         rows.append({
             "data": name, "ratings": data.n_ratings, "raters": data.n_raters, "K": data.n_categories,
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS_gibbs.md")
     ap.add_argument("--json", type=Path, default=HERE / "bench_gibbs.json")
     ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--pi-moves", type=int, default=0,
+                    help="also run Gibbs with this many marginal pi moves per sweep beside plain Gibbs")
     args = ap.parse_args(argv)
     if args.one_size:
         print(json.dumps(one_size(args.one_size, args.chains, args.draws, args.warmup, args.thin)))
@@ -183,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_nuts:
         rows = []
         for name in args.datasets:
-            rows += compare_with_nuts(name, args.nuts_draws, args.gibbs_draws, seed=1)
+            rows += compare_with_nuts(name, args.nuts_draws, args.gibbs_draws, seed=1, pi_moves=args.pi_moves)
             print(pd.DataFrame(rows).to_string(), flush=True)
         result["nuts"] = rows
     sizes = []

@@ -110,6 +110,7 @@ def fit(
     progress: bool = True,
     log_lik: bool = True,
     thin: int = 1,
+    pi_moves: int = 0,
     **data_options: Any,
 ) -> Fit:
     """Fit a Dawid-Skene-family model to rating data.
@@ -180,6 +181,11 @@ def fit(
     thin : int
         ``method="gibbs"`` only: keep every ``thin``-th of the ``draws``
         sweeps (memory; see :mod:`pyrater.native.gibbs`).
+    pi_moves : int
+        ``method="gibbs"`` only: Metropolis moves on ``pi`` with the true
+        classes summed out, per sweep (default 0, plain blocked Gibbs).
+        Try 3 when ``mcmc_diagnostics()`` shows ``pi`` mixing slowly (many
+        items between two classes); see :mod:`pyrater.native.gibbs`.
     **data_options
         Passed to the DataFrame reader (column names, ``categories``, ``tally``).
 
@@ -193,10 +199,14 @@ def fit(
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if method != "gibbs" and thin != 1:
         raise ValueError(f"thin is used by method='gibbs' only; got thin={thin!r} with method={method!r}")
+    if method != "gibbs" and pi_moves != 0:
+        raise ValueError(f"pi_moves is used by method='gibbs' only; got pi_moves={pi_moves!r} with method={method!r}")
     model = get_model(model)
     from .native.distributed import is_distributed
 
     if is_distributed(data):  # a Dask DataFrame or DistributedRatingData: fitted on the cluster
+        if pi_moves != 0:
+            raise ValueError("pi_moves is not available for distributed data (the in-memory Gibbs sampler only)")
         from .native.distributed.fit import fit_distributed
 
         return fit_distributed(data, model, method, data_format, known=known, seed=seed, chains=chains,
@@ -222,7 +232,7 @@ def fit(
         from .native.gibbs import gibbs
 
         return gibbs(data, model, chains=chains, warmup=warmup, draws=draws, thin=thin, seed=seed, known=known,
-                     log_lik=log_lik)
+                     log_lik=log_lik, pi_moves=pi_moves)
     n_inits = _positive_int("n_inits", n_inits)
     if inits is not None:
         if not isinstance(inits, (list, tuple)) or not all(isinstance(x, dict) for x in inits):

@@ -42,6 +42,8 @@ __all__ = ["run_chain", "DAWID_SKENE", "CLASS_CONDITIONAL", "HOMOGENEOUS"]
 DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
 #: lanes of the class axis in the z step (the kernel supports K <= KP)
 KP = 8
+#: acceptance rate the marginal pi moves adapt to during warm-up
+PI_ACCEPT = 0.3
 
 
 @numba.njit(cache=True, nogil=True)
@@ -108,6 +110,37 @@ def _lanes(indptr, indices, data, LT, log_pi, i, lj):  # pragma: no cover - comp
     lj[7] = a7
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _split(rng, e, s, w, K, m_i):  # pragma: no cover - compiled
+    """Put a unit's ``w`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed)."""
+    if w == 1:
+        u = rng.random() * s
+        z = K - 1
+        acc = 0.0
+        for k in range(K - 1):
+            acc += e[k]
+            if u < acc:
+                z = k
+                break
+        m_i[z] = 1
+        return
+    rem = w  # multinomial split of the pattern's tally by conditional binomials
+    rest = s
+    for k in range(K - 1):
+        if rem == 0:
+            break
+        p = e[k] / rest if rest > 0.0 else 0.0
+        if p >= 1.0:
+            m_i[k] = rem
+            rem = 0
+            break
+        if p > 0.0:
+            m_i[k] = rng.binomial(rem, p)
+            rem -= m_i[k]
+        rest -= e[k]
+    m_i[K - 1] += rem
+
+
 @numba.njit(cache=True, nogil=True)
 def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k):  # pragma: no cover
     """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
@@ -161,32 +194,8 @@ def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll
             m_i[k] = 0
         if kk >= 0:
             m_i[kk] = w
-        elif w == 1:
-            u = rng.random() * s
-            z = K - 1
-            acc = 0.0
-            for k in range(K - 1):
-                acc += e[k]
-                if u < acc:
-                    z = k
-                    break
-            m_i[z] = 1
-        else:  # multinomial split of the pattern's tally by conditional binomials
-            rem = w
-            rest = s
-            for k in range(K - 1):
-                if rem == 0:
-                    break
-                p = e[k] / rest if rest > 0.0 else 0.0
-                if p >= 1.0:
-                    m_i[k] = rem
-                    rem = 0
-                    break
-                if p > 0.0:
-                    m_i[k] = rng.binomial(rem, p)
-                    rem -= m_i[k]
-                rest -= e[k]
-            m_i[K - 1] += rem
+        else:
+            _split(rng, e, s, w, K, m_i)
         for k in range(K):
             if m_i[k] > 0:
                 mk = float(m_i[k])
@@ -194,6 +203,167 @@ def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll
                 for c in range(indptr[i], indptr[i + 1]):
                     N[indices[c], k] += data[c] * mk
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _trigamma(a):  # pragma: no cover - compiled
+    """psi_1(a) for a > 0: recurrence up to a >= 6, then the asymptotic series."""
+    r = 0.0
+    while a < 6.0:
+        r += 1.0 / (a * a)
+        a += 1.0
+    ia = 1.0 / a
+    ia2 = ia * ia
+    return r + ia + 0.5 * ia2 + ia * ia2 * (1.0 / 6.0 - ia2 * (1.0 / 30.0 - ia2 * (1.0 / 42.0 - ia2 / 30.0)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll_row):  # pragma: no cover
+    """Rater evidence of every unit, kept for the marginal pi move and the z step.
+
+    ``E[i, k] = exp(g_ik - max_k g_ik)`` with ``g_ik = sum_c C[i, c] LT[c, k]``.
+    Returns ``sum_i w_i log p(y_i | pi, theta)`` (``log_pi`` the current pi)
+    and writes the per-unit terms to ``ll_row`` unless it is empty.
+    """
+    I = indptr.size - 1
+    has_known = known.size > 0
+    write_ll = ll_row.size > 0
+    lanes = K <= KP
+    lj = np.empty(max(K, KP))
+    total = 0.0
+    for i in range(I):
+        if not lanes:
+            for k in range(K):
+                lj[k] = 0.0
+            for c in range(indptr[i], indptr[i + 1]):
+                col = indices[c]
+                v = data[c]
+                for k in range(K):
+                    lj[k] += v * LT[col, k]
+        else:
+            _lanes(indptr, indices, data, LT, zero_pad, i, lj)
+        kk = known[i] if has_known else -1
+        if kk >= 0:
+            ll = log_pi[kk] + lj[kk]
+            for k in range(K):
+                E[i, k] = 0.0
+            E[i, kk] = 1.0
+        else:
+            mx = lj[0]
+            for k in range(1, K):
+                if lj[k] > mx:
+                    mx = lj[k]
+            s = 0.0
+            for k in range(K):
+                x = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
+                E[i, k] = x
+                s += x * math.exp(log_pi[k])
+            ll = mx + math.log(s) if s > 0.0 else -np.inf
+        if write_ll:
+            ll_row[i] = ll
+        total += weight[i] * ll
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _pi_log_target(pi, E, weight, known, a):  # pragma: no cover - compiled
+    """``log p(pi | theta, y)`` up to a constant, in additive log-ratio coordinates (z summed out).
+
+    ``sum_k a_k log pi_k + sum_{i unknown} w_i log sum_k pi_k E[i, k]``, with
+    ``a = alpha + known-class counts`` (the log-ratio Jacobian cancels the
+    ``- 1`` of the Dirichlet prior).
+    """
+    K = pi.size
+    I = E.shape[0]
+    has_known = known.size > 0
+    t = 0.0
+    for k in range(K):
+        if a[k] != 0.0:
+            t += a[k] * math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+    for i in range(I):
+        if has_known and known[i] >= 0:
+            continue
+        w = weight[i]
+        if w == 0:
+            continue
+        s = 0.0
+        for k in range(K):
+            s += pi[k] * E[i, k]
+        t += w * math.log(s) if s > 0.0 else -np.inf
+    return t
+
+
+@numba.njit(cache=True, nogil=True)
+def _pi_moves(pi, E, weight, known, a, n_moves, scale, d, c, rng, prop, stats):  # pragma: no cover - compiled
+    """Random-walk Metropolis on ``log(pi_k / pi_K)`` targeting ``p(pi | theta, y)``; updates ``pi`` in place.
+
+    Proposal noise ``scale * (sqrt(d_k) u_k + sqrt(c) u_0)`` for ``k < K``
+    (``u`` standard normal): the covariance ``scale^2 (diag(d) + c 11')``
+    of the log-ratios of a Dirichlet (``d_k = psi_1(a_k)``, ``c = psi_1(a_K)``).
+    ``stats[0] += accepted``, ``stats[1] += proposed``.
+    """
+    K = pi.size
+    cur = _pi_log_target(pi, E, weight, known, a)
+    sc = math.sqrt(c)
+    for _ in range(n_moves):
+        u0 = rng.standard_normal()
+        mx = 0.0
+        for k in range(K - 1):
+            x = math.log(pi[k] / pi[K - 1]) + scale * (math.sqrt(d[k]) * rng.standard_normal() + sc * u0)
+            prop[k] = x
+            if x > mx:
+                mx = x
+        tot = math.exp(-mx)
+        for k in range(K - 1):
+            prop[k] = math.exp(prop[k] - mx)
+            tot += prop[k]
+        prop[K - 1] = math.exp(-mx)
+        ok = True
+        for k in range(K):
+            prop[k] /= tot
+            if not prop[k] > 0.0:
+                ok = False
+        stats[1] += 1.0
+        if not ok:
+            continue
+        new = _pi_log_target(prop, E, weight, known, a)
+        if math.log(rng.random()) < new - cur:
+            for k in range(K):
+                pi[k] = prop[k]
+            cur = new
+            stats[0] += 1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k):  # pragma: no cover - compiled
+    """Step 1 of a sweep from kept evidence: ``z_i ~ pi_k E[i, k]`` (tallies split), counts scattered."""
+    I = indptr.size - 1
+    has_known = known.size > 0
+    e = np.empty(K)
+    m_i = np.zeros(K, np.int64)
+    N[:, :] = 0.0
+    n_k[:] = 0.0
+    for i in range(I):
+        w = weight[i]
+        if w == 0:
+            continue
+        kk = known[i] if has_known else -1
+        for k in range(K):
+            m_i[k] = 0
+        if kk >= 0:
+            m_i[kk] = w
+        else:
+            s = 0.0
+            for k in range(K):
+                e[k] = pi[k] * E[i, k]
+                s += e[k]
+            _split(rng, e, s, w, K, m_i)
+        for k in range(K):
+            if m_i[k] > 0:
+                mk = float(m_i[k])
+                n_k[k] += mk
+                for c in range(indptr[i], indptr[i + 1]):
+                    N[indices[c], k] += data[c] * mk
 
 
 @numba.njit(cache=True, nogil=True)
@@ -240,6 +410,7 @@ def _parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, thet
 def run_chain(
     indptr, indices, data, weight, known, kind, K, alpha, beta, beta1, beta2,
     N0, n0, n_warmup, n_sweeps, thin, rng, pi_out, theta_out, p_out, ll_out, ll_total_out,
+    n_pi_moves, E, mh_out,
 ):  # pragma: no cover - compiled
     """Run one chain: a parameter step from the starting counts, then the sweeps.
 
@@ -272,6 +443,15 @@ def run_chain(
     ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
     ll_total_out : float64 (n_keep,)
         ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
+    n_pi_moves : int
+        Metropolis moves on ``pi`` given ``theta`` with z summed out, per
+        sweep, before the z step (0: plain blocked Gibbs).  The proposal's
+        shape and scale adapt during warm-up only (towards acceptance
+        :data:`PI_ACCEPT`) and are then frozen.
+    E : float64 (I, K), or (0, K) when ``n_pi_moves == 0``
+        Work space: each unit's rater evidence.
+    mh_out : float64 (3,)
+        Accepted and proposed pi moves after warm-up, and the final scale.
     """
     JK = N0.shape[0]
     J = JK // K
@@ -292,12 +472,41 @@ def run_chain(
     n_keep = pi_out.shape[0]
     prev = -1  # index of the kept draw whose parameters the next z pass uses
     write_ll = ll_out.shape[1] == I and I > 0 and ll_out.shape[0] > 0
+    # marginal pi moves: prior plus known-class counts, proposal shape d, c and scale
+    zero_pad = np.full(max(K, KP), -np.inf)
+    zero_pad[:K] = 0.0
+    a_pi = alpha.copy()
+    if known.size > 0:
+        for i in range(I):
+            if known[i] >= 0:
+                a_pi[known[i]] += weight[i]
+    d = np.empty(K)
+    c_pi = 0.0
+    scale = 2.4 / math.sqrt(max(K - 1, 1))
+    prop = np.empty(K)
+    st = np.zeros(2)
+    mh_out[:] = 0.0
     for t in range(n_total):
         for k in range(K):
             log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
         _log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
-        total = _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k)
+        if n_pi_moves > 0:
+            total = _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll_row)
+            if t < n_warmup:  # the shape follows the class totals during warm-up, then stays
+                for k in range(K):
+                    d[k] = _trigamma(alpha[k] + n_k[k])
+                c_pi = d[K - 1]
+            st[:] = 0.0
+            _pi_moves(pi, E, weight, known, a_pi, n_pi_moves, scale, d, c_pi, rng, prop, st)
+            if t < n_warmup:  # Robbins-Monro on log scale towards the target acceptance
+                scale *= math.exp((st[0] / st[1] - PI_ACCEPT) / math.sqrt(t + 1.0))
+            else:
+                mh_out[0] += st[0]
+                mh_out[1] += st[1]
+            _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k)
+        else:
+            total = _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k)
         if prev >= 0:
             ll_total_out[prev] = total
         _parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
@@ -315,3 +524,4 @@ def run_chain(
         _log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if write_ll else empty_ll
         ll_total_out[prev] = _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k)
+    mh_out[2] = scale

@@ -29,6 +29,28 @@ shares (the soft majority vote, :func:`pyrater.native.em.soft_majority_vote`):
 different for every chain, all around the majority-vote solution, and on the
 labelling in which class k goes with rating k.
 
+Marginal pi moves
+-----------------
+Data augmentation mixes slowly when many items sit between two classes:
+given z, ``pi`` is pinned to the class counts, and z moves little per
+sweep (``bench/RESULTS_gibbs.md``: on trec_relevance the bulk ESS of the
+two middle grades' ``pi`` is 40 of 4,000 draws).  With ``pi_moves=m > 0``
+each sweep first computes every unit's rater evidence
+``E[i, k] = exp(sum_c C[i, c] log theta[c, k])`` (scaled per unit), then makes
+``m`` random-walk Metropolis moves on ``log(pi_k / pi_K)`` targeting
+``p(pi | theta, y)`` with z summed out (each costs ``O(units x K)``, not a
+pass over the ratings), and then draws z from ``pi_k E[i, k]``; the
+conjugate draws of ``pi`` and ``theta`` given z follow as before.  This is
+a valid blocked scheme (``(pi, z)`` given ``theta`` by composition).  The
+proposal has the covariance shape of a Dirichlet's log-ratios at the
+current class counts, scaled towards acceptance 0.3; shape and scale adapt
+during warm-up only and are frozen for the kept draws
+(``fit.settings["pi_acceptance"]``, ``["pi_scale"]``).  The price is a
+second pass over the counts (the z step no longer shares the evidence
+pass) and ``8 * units * K`` bytes per chain.  Measured on trec_relevance:
+see ``bench/RESULTS_gibbs.md``.  The moves do not help where ``theta`` is
+the slowest quantity; the tie between ``theta`` and z remains.
+
 Log-likelihood
 --------------
 The per-unit ``log_lik`` of a kept draw, ``log p(y_i | pi, theta)`` (the
@@ -117,6 +139,7 @@ def gibbs(
     log_lik: bool = True,
     n_threads: int | None = None,
     max_memory_gib: float = 1.0,
+    pi_moves: int = 0,
     data_format: DataFormat = "long",
     **data_options: Any,
 ) -> GibbsFit:
@@ -150,6 +173,10 @@ def gibbs(
         Chains run in parallel; default ``min(chains, os.cpu_count())``.
     max_memory_gib : float
         Budget for the kept draws (see the module notes).
+    pi_moves : int
+        Random-walk Metropolis moves on ``pi`` given ``theta`` with z summed
+        out, per sweep, before the z step (default 0: plain blocked Gibbs).
+        See "Marginal pi moves" in the module notes.
     data_format, **data_options
         How to read a DataFrame ``data``.
 
@@ -174,6 +201,7 @@ def gibbs(
     warmup = _int("warmup", warmup, 0)
     draws = _int("draws", draws, 1)
     thin = _int("thin", thin, 1)
+    pi_moves = _int("pi_moves", pi_moves, 0)
     if thin > draws:
         raise ValueError(f"thin must be <= draws ({draws}) so that at least one draw is kept, got {thin}")
     if n_threads is None:
@@ -236,6 +264,8 @@ def gibbs(
     p_d = np.empty((chains, S, J, K)) if prior.kind == "class_conditional" else np.empty((chains, 0, J, K))
     ll_d = np.empty((chains, S, I)) if keep_ll else np.empty((chains, 0, 0))
     ll_tot = np.empty((chains, S))
+    evidence = [np.empty((I if pi_moves else 0, K)) for _ in range(chains)]
+    mh = np.zeros((chains, 3))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     starts = [_start_counts(data, known_codes, rng) for rng in rngs]
     setup = time.perf_counter() - t0
@@ -243,14 +273,15 @@ def gibbs(
     def run(c: int) -> None:
         N0, n0 = starts[c]
         kern.run_chain(indptr, indices, cdata, weight, known_arr, prior.code, K, alpha, beta, beta1, beta2,
-                       N0, n0, warmup, draws, thin, rngs[c], pi_d[c], theta_d[c], p_d[c], ll_d[c], ll_tot[c])
+                       N0, n0, warmup, draws, thin, rngs[c], pi_d[c], theta_d[c], p_d[c], ll_d[c], ll_tot[c],
+                       pi_moves, evidence[c], mh[c])
 
     # compile (or load from numba's cache) once, with LLVM's SLP vectoriser on for the eight-lane loop
     from . import _fused
 
     _fused.compile_for(kern.run_chain, indptr, indices, cdata, weight, known_arr, prior.code, K, alpha, beta, beta1,
                        beta2, starts[0][0], starts[0][1], warmup, draws, thin, rngs[0], pi_d[0], theta_d[0], p_d[0],
-                       ll_d[0], ll_tot[0])
+                       ll_d[0], ll_tot[0], pi_moves, evidence[0], mh[0])
     t1 = time.perf_counter()
     if n_threads == 1 or chains == 1:
         for c in range(chains):
@@ -277,7 +308,9 @@ def gibbs(
         known=known_codes,
         engine=GIBBS_ENGINE,
         settings={"chains": chains, "warmup": warmup, "draws": draws, "thin": thin, "seed": int(seed),
-                  "n_threads": n_threads, "setup_s": setup},
+                  "n_threads": n_threads, "setup_s": setup, "pi_moves": pi_moves,
+                  **({"pi_acceptance": [float(a / p) if p else float("nan") for a, p in mh[:, :2]],
+                      "pi_scale": [float(x) for x in mh[:, 2]]} if pi_moves else {})},
         elapsed=elapsed,
     )
     fit._fit_time_check()
