@@ -124,6 +124,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -135,6 +136,7 @@ from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
 
 __all__ = [
     "calibrate",
+    "check_gold",
     "CalibrationResult",
     "CALIBRATION_METHODS",
     "fit_temperature",
@@ -576,6 +578,60 @@ def _as_gold(gold: Any) -> pd.Series:
     return gold
 
 
+def check_gold(
+    gold: "pd.Series | pd.DataFrame | dict",
+    items: "pd.Index | Sequence",
+    categories: "pd.Index | Sequence",
+    method: str = "bayes-temperature",
+    cv: int = 5,
+    what: str = "the fit",
+) -> tuple[pd.Series, np.ndarray]:
+    """Check gold labels against the items and categories they calibrate, before any fitting.
+
+    Parameters
+    ----------
+    gold : Series, dict or DataFrame
+        As :func:`calibrate` takes it.
+    items, categories : sequences
+        The items (rows) and categories (columns) of the class probabilities.
+    method, cv
+        Decide how many gold items are needed (:func:`min_gold_items`).
+    what : str
+        How the error messages name the items' source.
+
+    Returns
+    -------
+    gold : Series (item -> label)
+    y : int array
+        Category code of each gold item.
+
+    Raises
+    ------
+    ValueError
+        Items not in ``items`` (named), labels not in ``categories`` (named),
+        or fewer gold items than needed (with how many are needed).
+    """
+    gold = _as_gold(gold)
+    missing = gold.index[~gold.index.isin(pd.Index(items))]
+    if len(missing):
+        raise ValueError(
+            f"{len(missing)} of the {len(gold)} gold items are not items of {what}: {list(missing[:8])}"
+            f"{' ...' if len(missing) > 8 else ''}"
+        )
+    cats = pd.Index(categories)
+    y = cats.get_indexer(gold.to_numpy())
+    if (y < 0).any():
+        bad = pd.unique(gold.to_numpy()[y < 0])
+        raise ValueError(f"gold labels {list(bad[:8])} are not categories of {what} {list(cats)}")
+    needed = min_gold_items(method, len(cats), int(cv))
+    if gold.size < needed:
+        raise ValueError(
+            f"calibrate(method={method!r}, cv={cv}) needs at least {needed} gold items "
+            f"(K = {len(cats)}); {gold.size} were given"
+        )
+    return gold, y
+
+
 def calibrate(
     fit_or_probs: Any,
     gold: "pd.Series | pd.DataFrame | dict",
@@ -639,25 +695,9 @@ def calibrate(
     if not (isinstance(floor, str) and floor == "fit"):
         if isinstance(floor, str) or not (0 < float(floor) <= 0.5 / probs.shape[1]):
             raise ValueError(f"floor must be 'fit' or a number in (0, 0.5 / K = {0.5 / probs.shape[1]:.3g}], got {floor!r}")
-    gold = _as_gold(gold)
-    missing = gold.index[~gold.index.isin(probs.index)]
-    if len(missing):
-        raise ValueError(
-            f"{len(missing)} gold items are not items of the fit: {list(missing[:8])}"
-            f"{' ...' if len(missing) > 8 else ''}"
-        )
+    gold, y = check_gold(gold, probs.index, probs.columns, method, int(cv))
     cats = pd.Index(probs.columns)
-    y = cats.get_indexer(gold.to_numpy())
-    if (y < 0).any():
-        bad = pd.unique(gold.to_numpy()[y < 0])
-        raise ValueError(f"gold labels {list(bad[:8])} are not categories of the fit {list(cats)}")
     K = len(cats)
-    needed = min_gold_items(method, K, int(cv))
-    if gold.size < needed:
-        raise ValueError(
-            f"calibrate(method={method!r}, cv={cv}) needs at least {needed} gold items "
-            f"(K = {K}); {gold.size} were given"
-        )
 
     p_all = probs.to_numpy(dtype=float)
     rows = probs.index.get_indexer(gold.index)

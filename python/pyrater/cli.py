@@ -341,7 +341,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     """``--gold FILE``: the known classes (item, label), checked against the ratings before any fitting."""
-    from .calibration import _as_gold, min_gold_items
+    from .calibration import check_gold
 
     try:
         frame = pd.read_csv(gold_path)
@@ -350,23 +350,9 @@ def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise CLIError(f"--gold {gold_path}: not a CSV of (item, label) rows: {exc}") from None
     try:
-        gold = _as_gold(frame)
+        gold, _ = check_gold(frame, data.unit_labels, data.categories, what="the ratings file")
     except (TypeError, ValueError) as exc:
         raise CLIError(f"--gold {gold_path}: {exc}") from None
-    missing = gold.index[~gold.index.isin(pd.Index(data.unit_labels))]
-    if len(missing):
-        raise CLIError(
-            f"--gold {gold_path}: {len(missing)} of its {len(gold)} items are not items of the ratings file: "
-            f"{list(missing[:8])}{' ...' if len(missing) > 8 else ''} (first column: item, second: label)"
-        )
-    cats = pd.Index(data.categories)
-    bad = pd.unique(gold.to_numpy()[cats.get_indexer(gold.to_numpy()) < 0])
-    if len(bad):
-        raise CLIError(f"--gold {gold_path}: labels {list(bad[:8])} are not categories of the ratings {list(cats)}")
-    needed = min_gold_items("bayes-temperature", len(cats), 5)
-    if len(gold) < needed:
-        raise CLIError(f"--gold {gold_path}: calibration needs at least {needed} gold items (K = {len(cats)}); "
-                       f"the file has {len(gold)}")
     return gold
 
 
