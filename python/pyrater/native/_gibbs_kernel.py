@@ -111,6 +111,32 @@ def _lanes(indptr, indices, data, LT, log_pi, i, lj):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _log_joint(indptr, indices, data, LT, log_pi, i, K, lj):  # pragma: no cover - compiled
+    """``lj[k] = log_pi[k] + sum_c C[i, c] LT[c, k]``: eight lanes when K <= 8, else a plain loop."""
+    if K <= KP:
+        _lanes(indptr, indices, data, LT, log_pi, i, lj)
+        return
+    for k in range(K):
+        lj[k] = log_pi[k]
+    for c in range(indptr[i], indptr[i + 1]):
+        col = indices[c]
+        v = data[c]
+        for k in range(K):
+            lj[k] += v * LT[col, k]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scatter(indptr, indices, data, i, m_i, K, N, n_k):  # pragma: no cover - compiled
+    """Add unit ``i``'s counts to the class-by-rating counts, ``m_i[k]`` items in class ``k``."""
+    for k in range(K):
+        if m_i[k] > 0:
+            mk = float(m_i[k])
+            n_k[k] += mk
+            for c in range(indptr[i], indptr[i + 1]):
+                N[indices[c], k] += data[c] * mk
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _split(rng, e, s, w, K, m_i):  # pragma: no cover - compiled
     """Put a unit's ``w`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed)."""
     if w == 1:
@@ -158,18 +184,8 @@ def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll
     if sample:
         N[:, :] = 0.0
         n_k[:] = 0.0
-    lanes = K <= KP
     for i in range(I):
-        if not lanes:  # K > 8: a plain loop over the classes
-            for k in range(K):
-                lj[k] = log_pi[k]
-            for c in range(indptr[i], indptr[i + 1]):
-                col = indices[c]
-                v = data[c]
-                for k in range(K):
-                    lj[k] += v * LT[col, k]
-        else:
-            _lanes(indptr, indices, data, LT, log_pi, i, lj)
+        _log_joint(indptr, indices, data, LT, log_pi, i, K, lj)
         w = weight[i]
         kk = known[i] if has_known else -1
         s = 0.0
@@ -196,12 +212,7 @@ def _z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll
             m_i[kk] = w
         else:
             _split(rng, e, s, w, K, m_i)
-        for k in range(K):
-            if m_i[k] > 0:
-                mk = float(m_i[k])
-                n_k[k] += mk
-                for c in range(indptr[i], indptr[i + 1]):
-                    N[indices[c], k] += data[c] * mk
+        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
     return total
 
 
@@ -228,20 +239,10 @@ def _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
-    lanes = K <= KP
     lj = np.empty(max(K, KP))
     total = 0.0
     for i in range(I):
-        if not lanes:
-            for k in range(K):
-                lj[k] = 0.0
-            for c in range(indptr[i], indptr[i + 1]):
-                col = indices[c]
-                v = data[c]
-                for k in range(K):
-                    lj[k] += v * LT[col, k]
-        else:
-            _lanes(indptr, indices, data, LT, zero_pad, i, lj)
+        _log_joint(indptr, indices, data, LT, zero_pad, i, K, lj)
         kk = known[i] if has_known else -1
         if kk >= 0:
             ll = log_pi[kk] + lj[kk]
@@ -358,12 +359,7 @@ def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k
                 e[k] = pi[k] * E[i, k]
                 s += e[k]
             _split(rng, e, s, w, K, m_i)
-        for k in range(K):
-            if m_i[k] > 0:
-                mk = float(m_i[k])
-                n_k[k] += mk
-                for c in range(indptr[i], indptr[i + 1]):
-                    N[indices[c], k] += data[c] * mk
+        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
 
 
 @numba.njit(cache=True, nogil=True)
