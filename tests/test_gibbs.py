@@ -240,6 +240,18 @@ def test_marginal_pi_moves_same_seed_same_draws(small):
     assert "pi_acceptance" not in plain.settings and plain.settings["pi_moves"] == 0
 
 
+def test_mcmc_warnings_name_the_users_line(small):
+    """The fit-time and diagnostics warnings point at the caller's file, not at pyrater's modules."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = pyrater.fit(small.data, "dawid_skene", method="gibbs", chains=4, warmup=0, draws=8, seed=1)
+        f.mcmc_diagnostics()
+        gibbs(small.data, "dawid_skene", chains=4, warmup=0, draws=8, seed=1)
+    mcmc = [w for w in caught if "MCMC problems" in str(w.message)]
+    assert len(mcmc) >= 3
+    assert {w.filename for w in mcmc} == {__file__}
+
+
 def test_trigamma_matches_scipy():
     from scipy.special import polygamma
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._stacklevel import user_stacklevel
 from .data import RatingData
 from .kernel import class_log_posterior, rao_blackwell_class_probabilities
 from .models import Model
@@ -234,7 +235,7 @@ class MCMCFit(_StanFit):
             warnings.warn(
                 "MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
+from .._stacklevel import user_stacklevel
 from ..results import parameter_names
 from ..stanfit import RHAT_THRESHOLD, MCMCFit
 from .diagnostics import rank_diagnostics, split_rhat
@@ -191,7 +192,7 @@ class GibbsFit(MCMCFit):
                             "rank-normalised one)")
         if problems:
             warnings.warn("MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=user_stacklevel())
         self._warn_label_switching()
 
     def _warn_label_switching(self) -> None:
@@ -203,7 +204,7 @@ class GibbsFit(MCMCFit):
                 f"label switching: {text}. Do not pool these chains; refit with stronger diagonal priors, "
                 "known items or more draws, or drop the switched chains.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
     def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
