@@ -213,6 +213,8 @@ def test_bad_input_is_refused_before_the_shuffle(client):
         pyrater.em(data, init="random")
     with pytest.raises(ValueError, match="n_restarts=0"):
         pyrater.em(data, n_restarts=2)
+    with pytest.raises(ValueError, match="pi_moves is not available for distributed data"):
+        pyrater.fit(data, method="gibbs", pi_moves=3)
     with pytest.raises(ValueError, match="data_format='long'"):
         pyrater.em(data, data_format="wide")
 
