@@ -238,6 +238,10 @@ def test_marginal_pi_moves_same_seed_same_draws(small):
     assert a.settings["pi_acceptance"] == b.settings["pi_acceptance"]
     plain = gibbs(small.data, "dawid_skene", chains=2, warmup=20, draws=50, seed=7)
     assert "pi_acceptance" not in plain.settings and plain.settings["pi_moves"] == 0
+    # without warm-up the proposal keeps the shape of the starting counts and the first scale
+    cold = gibbs(small.data, "dawid_skene", chains=2, warmup=0, draws=200, seed=7, pi_moves=2)
+    assert all(0.05 < a < 0.95 for a in cold.settings["pi_acceptance"]), cold.settings["pi_acceptance"]
+    assert np.allclose(np.asarray(cold.draws["pi"]).sum(axis=-1), 1.0)
 
 
 def test_mcmc_warnings_name_the_users_line(small):

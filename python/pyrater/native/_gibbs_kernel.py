@@ -489,7 +489,7 @@ def run_chain(
         ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
         if n_pi_moves > 0:
             total = _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll_row)
-            if t < n_warmup:  # the shape follows the class totals during warm-up, then stays
+            if t < max(n_warmup, 1):  # the shape follows the class totals during warm-up, then stays
                 for k in range(K):
                     d[k] = _trigamma(alpha[k] + n_k[k])
                 c_pi = d[K - 1]
