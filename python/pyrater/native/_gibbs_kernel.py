@@ -28,6 +28,12 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
    * 2, homogeneous: ``theta[k, :] ~ Dirichlet(beta[k, :] + sum_j N[j, k, :])``.
 
 Dirichlet draws are normalised Gamma draws.
+
+With ``n_pi_moves > 0`` step 1 is split in three (:func:`run_chain`): the
+units' rater evidence (:func:`_g_pass`, the log-likelihoods of the previous
+draw as above), Metropolis moves on pi given theta with z summed out
+(:func:`_pi_moves`), then z given the moved pi from the kept evidence
+(:func:`_z_from_evidence`).
 """
 
 from __future__ import annotations
@@ -229,11 +235,13 @@ def _trigamma(a):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll_row):  # pragma: no cover
+def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row):  # pragma: no cover
     """Rater evidence of every unit, kept for the marginal pi move and the z step.
 
-    ``E[i, k] = exp(g_ik - max_k g_ik)`` with ``g_ik = sum_c C[i, c] LT[c, k]``.
-    Returns ``sum_i w_i log p(y_i | pi, theta)`` (``log_pi`` the current pi)
+    ``E[i, k] = exp(g_ik - max_k g_ik)`` with ``g_ik = sum_c C[i, c] LT[c, k]``
+    for the units whose class is unknown (the rows of known units are not
+    written: neither the pi move nor the z step reads them).  Returns
+    ``sum_i w_i log p(y_i | pi, theta)`` (``pi``, ``log_pi`` the current pi)
     and writes the per-unit terms to ``ll_row`` unless it is empty.
     """
     I = indptr.size - 1
@@ -246,9 +254,6 @@ def _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll
         kk = known[i] if has_known else -1
         if kk >= 0:
             ll = log_pi[kk] + lj[kk]
-            for k in range(K):
-                E[i, k] = 0.0
-            E[i, kk] = 1.0
         else:
             mx = lj[0]
             for k in range(1, K):
@@ -258,7 +263,7 @@ def _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll
             for k in range(K):
                 x = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
                 E[i, k] = x
-                s += x * math.exp(log_pi[k])
+                s += x * pi[k]
             ll = mx + math.log(s) if s > 0.0 else -np.inf
         if write_ll:
             ll_row[i] = ll
@@ -295,17 +300,17 @@ def _pi_log_target(pi, E, weight, known, a):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _pi_moves(pi, E, weight, known, a, n_moves, scale, d, c, rng, prop, stats):  # pragma: no cover - compiled
+def _pi_moves(pi, E, weight, known, a, n_moves, scale, d, rng, prop, stats):  # pragma: no cover - compiled
     """Random-walk Metropolis on ``log(pi_k / pi_K)`` targeting ``p(pi | theta, y)``; updates ``pi`` in place.
 
-    Proposal noise ``scale * (sqrt(d_k) u_k + sqrt(c) u_0)`` for ``k < K``
-    (``u`` standard normal): the covariance ``scale^2 (diag(d) + c 11')``
-    of the log-ratios of a Dirichlet (``d_k = psi_1(a_k)``, ``c = psi_1(a_K)``).
+    Proposal noise ``scale * (sqrt(d_k) u_k + sqrt(d_K) u_0)`` for ``k < K``
+    (``u`` standard normal): the covariance ``scale^2 (diag(d) + d_K 11')``
+    of the log-ratios of a Dirichlet with shape ``a`` (``d_k = psi_1(a_k)``).
     ``stats[0] += accepted``, ``stats[1] += proposed``.
     """
     K = pi.size
     cur = _pi_log_target(pi, E, weight, known, a)
-    sc = math.sqrt(c)
+    sc = math.sqrt(d[K - 1])
     for _ in range(n_moves):
         u0 = rng.standard_normal()
         mx = 0.0
@@ -477,7 +482,6 @@ def run_chain(
             if known[i] >= 0:
                 a_pi[known[i]] += weight[i]
     d = np.empty(K)
-    c_pi = 0.0
     scale = 2.4 / math.sqrt(max(K - 1, 1))
     prop = np.empty(K)
     st = np.zeros(2)
@@ -488,13 +492,12 @@ def run_chain(
         _log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
         if n_pi_moves > 0:
-            total = _g_pass(indptr, indices, data, weight, known, log_pi, zero_pad, LT, K, E, ll_row)
+            total = _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row)
             if t < max(n_warmup, 1):  # the shape follows the class totals during warm-up, then stays
                 for k in range(K):
                     d[k] = _trigamma(alpha[k] + n_k[k])
-                c_pi = d[K - 1]
             st[:] = 0.0
-            _pi_moves(pi, E, weight, known, a_pi, n_pi_moves, scale, d, c_pi, rng, prop, st)
+            _pi_moves(pi, E, weight, known, a_pi, n_pi_moves, scale, d, rng, prop, st)
             if t < n_warmup:  # Robbins-Monro on log scale towards the target acceptance
                 scale *= math.exp((st[0] / st[1] - PI_ACCEPT) / math.sqrt(t + 1.0))
             else:
