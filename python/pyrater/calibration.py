@@ -122,8 +122,8 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -175,6 +175,13 @@ def _penalised_nll(log_p: np.ndarray, y: np.ndarray, t: float, b: np.ndarray, pr
     return float(-lq[np.arange(y.size), y].sum() + pen)
 
 
+def _candidate_floors(floor: "float | str", K: int) -> list[float]:
+    """The floors a map chooses from: :data:`FLOORS` up to ``0.5 / K`` for ``"fit"``, else the given one."""
+    if isinstance(floor, str) and floor == "fit":
+        return [c for c in FLOORS if c <= 0.5 / K] or [FLOORS[0]]
+    return [float(floor)]
+
+
 def fit_calibration_map(
     p: np.ndarray,
     y: np.ndarray,
@@ -200,13 +207,8 @@ def fit_calibration_map(
     temperature : float
     b : array (K,)
     """
-    K = p.shape[1]
-    if floor == "fit":
-        candidates = [c for c in FLOORS if c <= 0.5 / K] or [FLOORS[0]]
-    else:
-        candidates = [float(floor)]
     best = None
-    for c in candidates:  # the floor is chosen with the temperature alone
+    for c in _candidate_floors(floor, p.shape[1]):  # the floor is chosen with the temperature alone
         log_p = _log_probs(p, c)
         t, b = fit_temperature(log_p, y, bias=False, prior_sd=prior_sd)
         nll = _penalised_nll(log_p, y, t, b, prior_sd)
@@ -704,11 +706,7 @@ def calibrate(
     bias = method == "temperature+bias"
     bayes = method == "bayes-temperature"
     if bayes:  # priors from all items' probabilities (no labels), one per candidate floor
-        if isinstance(floor, str):
-            floors = [c for c in FLOORS if c <= 0.5 / K] or [FLOORS[0]]
-        else:
-            floors = [float(floor)]
-        log_priors = {c: confidence_prior(p_all, c) for c in floors}
+        log_priors = {c: confidence_prior(p_all, c) for c in _candidate_floors(floor, K)}
 
     def fit_map(pf: np.ndarray, yf: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray | None]:
         if bayes:
