@@ -368,9 +368,8 @@ def write_report(out_dir: Path) -> Path:
     for m in base_methods:
         for frac in sorted(summ.fraction.unique()):
             r = {"method": m, "gold used": f"{frac:.0%}"}
-            for cm in CAL_METHODS[:2]:
-                g = summarise(splits, cm)
-                g = g[(g.method == m) & (g.fraction == frac)]
+            for cm, sm in ((DEFAULT_CAL, summ), ("temperature", summ_ml)):
+                g = sm[(sm.method == m) & (sm.fraction == frac)]
                 r[f"ECE {cm}"] = g.ece_after.mean() if len(g) else np.nan
                 r[f"log-loss {cm}"] = g.log_loss_after.mean() if len(g) else np.nan
             g1, g2 = summ[(summ.method == m) & (summ.fraction == frac)], summ_ml[(summ_ml.method == m) & (summ_ml.fraction == frac)]
