@@ -61,8 +61,7 @@ def load_real(name: str):
     return pyrater.as_rating_data(r)
 
 
-def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int, pi_moves: int = 0,
-                      nuts: bool = True) -> list[dict]:
+def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int, pi_moves: int = 0) -> list[dict]:
     """Gibbs (and, with ``pi_moves``, Gibbs with marginal pi moves) then NUTS, one after the other."""
     import pyrater
 
@@ -77,11 +76,10 @@ def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int, pi_mov
                             draws=gibbs_draws, seed=seed, log_lik=False, pi_moves=moves)
             runs.append(("Gibbs" + (f" (pi_moves={moves})" if moves else ""), g, time.perf_counter() - t,
                          gibbs_draws))
-        if nuts:
-            t = time.perf_counter()
-            s = pyrater.fit(data, "dawid_skene", method="mcmc", chains=4, warmup=draws, draws=draws, seed=seed,
-                            progress=False, log_lik=False)
-            runs.append(("NUTS", s, time.perf_counter() - t, draws))
+        t = time.perf_counter()
+        s = pyrater.fit(data, "dawid_skene", method="mcmc", chains=4, warmup=draws, draws=draws, seed=seed,
+                        progress=False, log_lik=False)
+        runs.append(("NUTS", s, time.perf_counter() - t, draws))
     for label, f, wall, n in runs:
         ess = min_bulk_ess(f)
         rows.append({
