@@ -285,3 +285,26 @@ def test_compare_with_one_model_refuses_before_fitting(anesthesia_path):
     res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "dawid_skene")
     assert res.returncode == 2 and "at least two different models" in res.stderr
     assert "warning: True when" in run("compare", "--help").stdout
+
+
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+def test_gibbs_thin_and_pi_moves_reach_the_sampler(tmp_path, monkeypatch, capsys):
+    from pyrater import cli
+
+    sim, path = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
+    out = tmp_path / "g"
+    argv = ["fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "40", "--warmup", "20",
+            "--thin", "4", "--pi-moves", "2", "--seed", "7", "--out", str(out), "--quiet"]
+    assert cli.main(argv) == 0
+    ref = pyrater.fit(sim.data, "dawid_skene", method="gibbs", chains=2, draws=40, warmup=20, thin=4, pi_moves=2,
+                      seed=7)
+    assert ref.draws["pi"].shape[:2] == (2, 10)  # 40 sweeps, every 4th kept
+    params = pd.read_csv(out / "parameters.csv", index_col=0)
+    np.testing.assert_allclose(params.loc[["pi[1]", "pi[2]"], "mean"], ref.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
+    # the options of another method are refused before any data is read
+    capsys.readouterr()
+    for flags in (["--thin", "2"], ["--pi-moves", "1"], ["--thin", "2", "--pi-moves", "1"]):
+        assert cli.main(["fit", str(tmp_path / "missing.csv"), "--method", "em", *flags, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert "of --method gibbs; got --method em" in err and all(f in err for f in flags if f.startswith("--"))
+    assert not (tmp_path / "x").exists()

@@ -386,6 +386,14 @@ def test_memory_rule(small):
     with pytest.warns(UserWarning, match="log_lik not kept"):
         f = gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=100, seed=1, max_memory_gib=2e-4)
     assert "log_lik" not in f.draws
+    # the pi moves' evidence (8 x chains x units x K bytes) counts too: a budget that holds the draws only
+    I, J, K = small.data.n_units, small.data.n_raters, small.data.n_categories
+    draws_bytes = 8.0 * 2 * 10 * (K + J * K * K)
+    budget = (draws_bytes + 8.0 * 2 * I * K / 2) / 2**30
+    f = gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, max_memory_gib=budget)
+    with pytest.raises(ValueError, match="pi_moves keeps every unit's rater evidence"):
+        gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, pi_moves=1,
+              max_memory_gib=budget)
 
 
 def test_hierarchical_is_refused_naming_mcmc(small):

@@ -307,7 +307,18 @@ def _fit(data: RatingData, args: argparse.Namespace):
             kwargs["n_inits"] = args.restarts + 1
     else:  # samplers
         kwargs.update(chains=args.chains, draws=args.draws, warmup=args.draws if args.warmup is None else args.warmup)
+    if method == "gibbs":
+        kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
     return fit(data, model, method=method, **kwargs)
+
+
+def _check_gibbs_options(args: argparse.Namespace) -> None:
+    """--thin and --pi-moves belong to --method gibbs: say so before reading any data."""
+    given = [flag for flag, value in (("--thin", getattr(args, "thin", None)), ("--pi-moves", getattr(args, "pi_moves", None)))
+             if value is not None]
+    if given and _method(args) != "gibbs":
+        raise CLIError(f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
+                       f"got --method {_method(args)}")
 
 
 def _check_mode_priors(model, data: RatingData) -> None:
@@ -325,6 +336,7 @@ def _check_mode_priors(model, data: RatingData) -> None:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    _check_gibbs_options(args)
     out = Path(args.out)
     _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
@@ -413,6 +425,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import EXAMPLE_CATEGORIES, example_ratings
 
+    _check_gibbs_options(args)
     out = Path(args.out)
     _check_out(out)
     df = example_ratings()
@@ -503,6 +516,11 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
                    help="extra random starts: EM restarts (em, em-ml; default 0 besides EM's own search of starts), "
                         "or optimize starts beyond the first (default 3)")
     _add_sampler_options(p)
+    p.add_argument("--thin", type=_int_at_least(1), default=None,
+                   help="--method gibbs: keep every THIN-th of the --draws sweeps (default 1; saves memory on large data)")
+    p.add_argument("--pi-moves", type=_int_at_least(0), default=None,
+                   help="--method gibbs: Metropolis moves on pi with the classes summed out, per sweep (default 0); "
+                        "try 3 when the diagnostics show pi mixing slowly")
     pri = p.add_argument_group("priors (rater's defaults unless given)")
     pri.add_argument("--alpha", type=_positive_float, default=None,
                      help="Dirichlet prior on the prevalence pi: the same value for every class (default 3)")

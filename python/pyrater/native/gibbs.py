@@ -64,8 +64,9 @@ Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous) or ``J*K*K + J*K``
 (class-conditional), plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
-1 GiB; otherwise a ValueError says which ``thin`` fits); ``log_lik`` is kept
-only when it fits in what is left (otherwise a warning says so: LOO and WAIC
+1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
+``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
+``log_lik`` is kept only when it fits in what is left (otherwise a warning says so: LOO and WAIC
 then need a refit with a larger ``thin`` or a subset).  The working memory of
 the sampler itself is the count matrix plus ``O(J*K*K)`` per chain, so the
 data and these draws are the whole footprint: e.g. 10^7 ratings, 2,000
@@ -232,6 +233,13 @@ def gibbs(
     Jt = 1 if prior.kind == "homogeneous" else J
     per_draw = K + Jt * K * K + (J * K if prior.kind == "class_conditional" else 0)
     param_bytes = 8.0 * chains * S * per_draw
+    evidence_bytes = 8.0 * chains * I * K if pi_moves else 0.0  # the pi moves' work space, one (I, K) per chain
+    if evidence_bytes and param_bytes + evidence_bytes > budget:
+        raise ValueError(
+            f"pi_moves keeps every unit's rater evidence per chain ({evidence_bytes / _GIB:.2f} GiB for {chains} "
+            f"chains x {I} units x {K} classes); with the kept draws ({param_bytes / _GIB:.2f} GiB) that is above "
+            f"max_memory_gib={max_memory_gib}: pass pi_moves=0, fewer chains, a larger thin or a larger max_memory_gib"
+        )
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
         raise ValueError(
@@ -241,7 +249,7 @@ def gibbs(
         )
     keep_ll = bool(log_lik)
     ll_bytes = 8.0 * chains * S * I
-    if keep_ll and param_bytes + ll_bytes > budget:
+    if keep_ll and param_bytes + evidence_bytes + ll_bytes > budget:
         warnings.warn(
             f"log_lik not kept: {chains} chains x {S} draws x {I} units would take {ll_bytes / _GIB:.2f} GiB "
             f"(budget max_memory_gib={max_memory_gib}); LOO/WAIC need it: raise thin or max_memory_gib",
