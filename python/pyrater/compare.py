@@ -25,6 +25,7 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from ._stacklevel import user_stacklevel
 from .results import Fit
 
 __all__ = ["ELPD", "loo", "waic", "compare", "COMPARE_COLUMNS", "PARETO_K_THRESHOLD", "WAIC_VARIANCE_THRESHOLD"]
@@ -169,7 +170,7 @@ def loo(fit: Fit, warn: bool = True) -> ELPD:
             f"{bad.size} item(s) with Pareto k > {PARETO_K_THRESHOLD}: {list(items[bad][:10])}; "
             "the PSIS-LOO estimate is unreliable for them (consider K-fold cross-validation)",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return ELPD(
         kind="loo",

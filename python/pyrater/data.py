@@ -73,6 +73,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ._stacklevel import user_stacklevel
+
 __all__ = ["RatingData", "RatingDataError", "UnratedItemsWarning", "as_rating_data"]
 
 DataFormat = Literal["long", "wide", "grouped"]
@@ -1045,7 +1047,7 @@ class RatingData:
                 "an unrated item carries no information about the raters and its class would only repeat the "
                 "prevalence",
                 UnratedItemsWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             codes, weight, unit_labels, rows_kept = codes[rated], weight[rated], unit_labels[rated], df.index[rated]
         unit, rater_col = np.nonzero(codes >= 0)

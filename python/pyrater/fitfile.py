@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._stacklevel import user_stacklevel
 from .data import RatingData
 
 __all__ = ["FitFileError", "FORMAT_NAME", "FORMAT_VERSION", "save_fit", "load_fit", "register_fit_class"]
@@ -422,7 +423,7 @@ def _read_pickle(path: Path, allow_pickle: bool):
     warnings.warn(
         f"reading the pickle {path}: this runs any code the file carries; re-save it with fit.save(...)",
         UserWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     with path.open("rb") as fh:
         obj = pickle.load(fh)  # noqa: S301 - explicitly allowed by the caller

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from ._stacklevel import user_stacklevel
 from .data import DataFormat, RatingData, as_rating_data
 from .models import Model, get_model
 from .results import Fit
@@ -58,7 +59,7 @@ def _warn_small_beta(model: Model, priors: dict[str, np.ndarray]) -> None:
             "mode may be degenerate (some error probabilities exactly 0). Use values >= 1 for optimisation, "
             "or method='mcmc'.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp, xlog1py, xlogy
 
+from ._stacklevel import user_stacklevel
+
 __all__ = [
     "BinomialMixtureFit",
     "binomial_mixture_em",
@@ -207,7 +209,8 @@ def binomial_mixture_em(
             converged = True
             break
     if not converged:
-        warnings.warn(f"binomial mixture EM did not converge in {max_iter} iterations", UserWarning, stacklevel=2)
+        warnings.warn(f"binomial mixture EM did not converge in {max_iter} iterations", UserWarning,
+                      stacklevel=user_stacklevel())
     return BinomialMixtureFit(
         weights=w,
         p=pp,

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import _psis
+from .._stacklevel import user_stacklevel
 from .base import (
     STAN_SAMPLE_STATS,
     Engine,
@@ -530,7 +531,7 @@ class CmdStanPyEngine(Engine):
                 "improve the approximation, which may indicate that the approximation itself is poor; "
                 "use method='mcmc'.",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         return PathfinderResult(
             draws={name: v[idx][None] for name, v in values.items()},

@@ -63,6 +63,7 @@ import pandas as pd
 from scipy import stats
 from scipy.special import expit
 
+from .._stacklevel import user_stacklevel
 from . import kernels as kn
 from .data import LCMData, as_lcm_data
 
@@ -514,7 +515,7 @@ def _cavi(model: LatentGraphLCM, data: LCMData, Mc, M0, ss_meas, ss_pos, ss_val,
             f"LatentGraphLCM did not converge in {max_iter} iterations (last change {rows[-1][1]:.3g} > tol {tol:g}); "
             "increase max_iter or tol",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     frozen = {}
     for name, arr in (("gamma_ab", gab), ("delta_ab", dab), ("eta_ab", eab), ("theta_mean", m_t),

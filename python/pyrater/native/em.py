@@ -88,6 +88,7 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln, xlog1py, xlogy
 
+from .._stacklevel import user_stacklevel
 from ..data import RatingData, as_rating_data
 from ..kernel import _clamp_known, log_joint, log_theta_matrix
 
@@ -1417,7 +1418,7 @@ def em(
             f"{obj_change:.3g}, tol={tol:g}; parameter change {convergence['param_change']:.3g}, extrapolated "
             f"distance {convergence['param_distance']:.3g}, param_tol={param_tol:g}); increase max_iter",
             EMConvergenceWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     pi, theta, T, empty = res["pi"], res["theta"], res["T"], res["empty"]
     if prior is None and kind in ("dawid_skene", "homogeneous") and prob.known is None:

@@ -85,6 +85,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._stacklevel import user_stacklevel
 from ..data import DataFormat, RatingData, as_rating_data
 from .priors import conjugate_prior, log_prior_density
 from .results import GibbsFit
@@ -254,7 +255,7 @@ def gibbs(
             f"log_lik not kept: {chains} chains x {S} draws x {I} units would take {ll_bytes / _GIB:.2f} GiB "
             f"(budget max_memory_gib={max_memory_gib}); LOO/WAIC need it: raise thin or max_memory_gib",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         keep_ll = False
 

@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from .._quiet import import_tqdm
+from .._stacklevel import user_stacklevel
 from scipy import stats
 from scipy.special import expit
 
@@ -734,7 +735,7 @@ class ProbitDawidSkene:
                 f"{np.median(check.coverage):.2f}.  Use pi='estimate' (recommended unless the prior states real "
                 "knowledge of the test population's prevalence), or a prior centred on it (pi_prior=(a, b))",
                 PriorConflictWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         return check
 

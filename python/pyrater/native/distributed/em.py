@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..._stacklevel import user_stacklevel
 from ...models import Model, get_model
 from .. import em as _em
 from ._require import require_dask
@@ -490,7 +491,7 @@ def em(
             f"{abs(trace_arr[-1] - trace_arr[-2]) if trace_arr.size > 1 else float('nan'):.3g}, "
             f"tol={tol:g}); increase max_iter",
             _em.EMConvergenceWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     if prior is None and kind in ("dawid_skene", "homogeneous") and known is None:
         order = _em._class_order(pi, theta)  # as in memory: class k goes with rating k
