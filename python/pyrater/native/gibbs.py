@@ -102,6 +102,21 @@ def _int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def _check_run(chains: Any, warmup: Any, draws: Any, thin: Any, seed: Any) -> tuple[int, int, int, int, int]:
+    """The chain settings of both Gibbs samplers, checked; a seed drawn when None (recorded in the fit)."""
+    chains = _int("chains", chains, 1)
+    warmup = _int("warmup", warmup, 0)
+    draws = _int("draws", draws, 1)
+    thin = _int("thin", thin, 1)
+    if thin > draws:
+        raise ValueError(f"thin must be <= draws ({draws}) so that at least one draw is kept, got {thin}")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**31 - 1))
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return chains, warmup, draws, thin, int(seed)
+
+
 def _kernel():
     try:
         from . import _gibbs_kernel
@@ -199,20 +214,11 @@ def gibbs(
     >>> f.posterior_interval(0.9, "pi")  # doctest: +SKIP
     """
     t0 = time.perf_counter()
-    chains = _int("chains", chains, 1)
-    warmup = _int("warmup", warmup, 0)
-    draws = _int("draws", draws, 1)
-    thin = _int("thin", thin, 1)
+    chains, warmup, draws, thin, seed = _check_run(chains, warmup, draws, thin, seed)
     pi_moves = _int("pi_moves", pi_moves, 0)
-    if thin > draws:
-        raise ValueError(f"thin must be <= draws ({draws}) so that at least one draw is kept, got {thin}")
     if n_threads is None:
         n_threads = min(chains, os.cpu_count() or 1)
     n_threads = _int("n_threads", n_threads, 1)
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**31 - 1))
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     try:
         budget = float(max_memory_gib) * _GIB
     except (TypeError, ValueError):

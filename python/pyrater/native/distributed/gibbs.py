@@ -50,7 +50,7 @@ from ...models import get_model
 from .. import _fused
 from .. import _gibbs_kernel as _kern
 from .. import em as _em
-from ..gibbs import GIBBS_ENGINE, _int, _start_counts
+from ..gibbs import GIBBS_ENGINE, _check_run, _int, _start_counts
 from ..priors import conjugate_prior, log_prior_density
 from ..results import GibbsFit
 from ._require import get_client, is_dask_frame
@@ -243,18 +243,8 @@ def gibbs(
     DistributedGibbsFit
     """
     t0 = time.perf_counter()
-    chains = _int("chains", chains, 1)
-    warmup = _int("warmup", warmup, 0)
-    draws = _int("draws", draws, 1)
-    thin = _int("thin", thin, 1)
+    chains, warmup, draws, thin, seed = _check_run(chains, warmup, draws, thin, seed)
     rb_draws = _int("rb_draws", rb_draws, 1)
-    if thin > draws:
-        raise ValueError(f"thin must be <= draws ({draws}) so that at least one draw is kept, got {thin}")
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**31 - 1))
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable, got {callback!r}")
     model_obj = get_model(model)
