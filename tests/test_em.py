@@ -703,3 +703,20 @@ def test_stopping_arguments_are_checked_once_for_both_em_routes(bad):
     with pytest.raises(ValueError, match=name):
         pyrater.em(sim.data, **bad)
     assert _check_stopping(5, 0, 0) == (5, 0.0, 0.0)  # zero tolerances: run to max_iter or an exact fixed point
+
+
+def test_non_convergence_warning_names_the_way_out():
+    import re
+
+    sim = _simulate("dawid_skene", n_items=200, seed=3)
+    df = sim.data.to_long()
+    rater = df["rater"].iloc[0]
+    top = sim.data.categories[-1]
+    df = df[~((df["rater"] == rater) & (df["rating"] == top))]  # one rater never gives the top rating
+    with pytest.warns(EMConvergenceWarning, match="lies on the boundary") as rec:
+        fit = em(df, method="ml", max_iter=3)
+    n_zero = int(re.search(r"(\d+) of (\d+) error-matrix entries", str(rec[0].message)).group(1))
+    assert n_zero == np.count_nonzero(fit.theta < 1e-8) > 0 and "method='map'" in str(rec[0].message)
+    # the posterior mode is inside: the advice is more iterations
+    with pytest.warns(EMConvergenceWarning, match="increase max_iter$"):
+        em(df, method="map", max_iter=3)

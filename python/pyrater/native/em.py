@@ -113,6 +113,8 @@ _METHODS = ("ml", "map")
 _INITS = ("auto", "search", "majority", "random")
 # parameter changes at or below this are rounding noise (the stopping rule's extrapolation ignores them)
 _ROUNDING = 1e-13
+#: error-matrix entries below this count as at the boundary (zero) in the convergence warning
+_BOUNDARY = 1e-8
 # init="search": short runs of this many iterations from diverse starts; the best few are continued
 _SEARCH_ITER = 20
 _SEARCH_KEEP = 3
@@ -1123,6 +1125,24 @@ def _search(
 # ----------------------------------------------------------------------------- em
 
 
+def _not_converged_message(max_iter: int, detail: str, theta: np.ndarray, ml: bool) -> str:
+    """The EMConvergenceWarning text: what stopped, and the way out that fits this estimate.
+
+    A maximum-likelihood estimate with error-matrix entries at zero lies on the
+    boundary of the parameter space (raters with few ratings): EM creeps
+    towards it, so more iterations buy little; the posterior mode stays inside.
+    """
+    text = f"EM did not converge in max_iter={max_iter} iterations ({detail}); "
+    at_zero = int(np.count_nonzero(theta < _BOUNDARY))
+    if ml and at_zero:
+        return text + (
+            f"{at_zero} of {theta.size} error-matrix entries are below {_BOUNDARY:g}: the maximum-likelihood "
+            "estimate lies on the boundary (raters with few ratings), which EM approaches slowly, so a larger "
+            "max_iter changes little; method='map' (with the model's priors) keeps the estimate inside"
+        )
+    return text + "increase max_iter"
+
+
 def _check_stopping(max_iter: Any, tol: Any, param_tol: Any) -> tuple[int, float, float]:
     """Validate EM's stopping arguments (in-memory and distributed EM share them)."""
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
@@ -1414,9 +1434,14 @@ def em(
     }
     if not res["converged"]:
         warnings.warn(
-            f"EM did not converge in max_iter={max_iter} iterations (last relative objective change "
-            f"{obj_change:.3g}, tol={tol:g}; parameter change {convergence['param_change']:.3g}, extrapolated "
-            f"distance {convergence['param_distance']:.3g}, param_tol={param_tol:g}); increase max_iter",
+            _not_converged_message(
+                max_iter,
+                f"last relative objective change {obj_change:.3g}, tol={tol:g}; parameter change "
+                f"{convergence['param_change']:.3g}, extrapolated distance {convergence['param_distance']:.3g}, "
+                f"param_tol={param_tol:g}",
+                res["theta"],
+                prior is None,
+            ),
             EMConvergenceWarning,
             stacklevel=user_stacklevel(),
         )

@@ -487,9 +487,13 @@ def em(
     }
     if not converged:
         warnings.warn(
-            f"EM did not converge in max_iter={max_iter} iterations (last change "
-            f"{abs(trace_arr[-1] - trace_arr[-2]) if trace_arr.size > 1 else float('nan'):.3g}, "
-            f"tol={tol:g}); increase max_iter",
+            _em._not_converged_message(
+                max_iter,
+                f"last change {abs(trace_arr[-1] - trace_arr[-2]) if trace_arr.size > 1 else float('nan'):.3g}, "
+                f"tol={tol:g}",
+                theta,
+                prior is None,
+            ),
             _em.EMConvergenceWarning,
             stacklevel=user_stacklevel(),
         )
