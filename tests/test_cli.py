@@ -308,3 +308,5 @@ def test_gibbs_thin_and_pi_moves_reach_the_sampler(tmp_path, monkeypatch, capsys
         err = capsys.readouterr().err
         assert "of --method gibbs; got --method em" in err and all(f in err for f in flags if f.startswith("--"))
     assert not (tmp_path / "x").exists()
+    assert cli.main(["fit", str(path), "--method", "gibbs", "--thin", "50", "--draws", "40", "--out", str(tmp_path / "y")]) == 2
+    assert "--thin (50) must be at most --draws (40)" in capsys.readouterr().err and not (tmp_path / "y").exists()

@@ -319,6 +319,8 @@ def _check_gibbs_options(args: argparse.Namespace) -> None:
     if given and _method(args) != "gibbs":
         raise CLIError(f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
                        f"got --method {_method(args)}")
+    if getattr(args, "thin", None) is not None and args.thin > args.draws:
+        raise CLIError(f"--thin ({args.thin}) must be at most --draws ({args.draws}) so that at least one draw is kept")
 
 
 def _check_mode_priors(model, data: RatingData) -> None:
