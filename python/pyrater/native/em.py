@@ -1439,7 +1439,7 @@ def em(
                 f"last relative objective change {obj_change:.3g}, tol={tol:g}; parameter change "
                 f"{convergence['param_change']:.3g}, extrapolated distance {convergence['param_distance']:.3g}, "
                 f"param_tol={param_tol:g}",
-                res["theta"],
+                res["theta"][:1] if kind == "homogeneous" else res["theta"],  # one shared matrix
                 prior is None,
             ),
             EMConvergenceWarning,
