@@ -68,8 +68,8 @@ Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
 ``log_lik`` is kept only when it fits in what is left (otherwise a warning says so: LOO and WAIC
 then need a refit with a larger ``thin`` or a subset).  The working memory of
-the sampler itself is the count matrix plus ``O(J*K*K)`` per chain, so the
-data and these draws are the whole footprint: e.g. 10^7 ratings, 2,000
+the sampler itself is the count matrix plus ``O(J*K*K)`` per chain (and the
+evidence, with ``pi_moves``), so the data and these draws are the whole footprint: e.g. 10^7 ratings, 2,000
 raters, K = 5, 4 chains x 1,000 draws with ``thin=4`` keep 400 MB of theta.
 """
 
@@ -193,7 +193,8 @@ def gibbs(
     pi_moves : int
         Random-walk Metropolis moves on ``pi`` given ``theta`` with z summed
         out, per sweep, before the z step (default 0: plain blocked Gibbs).
-        See "Marginal pi moves" in the module notes.
+        See "Marginal pi moves" in the module notes; the ``8 * chains * units * K``
+        bytes of evidence they keep count towards ``max_memory_gib``.
     data_format, **data_options
         How to read a DataFrame ``data``.
 
