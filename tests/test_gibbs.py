@@ -391,9 +391,12 @@ def test_memory_rule(small):
     draws_bytes = 8.0 * 2 * 10 * (K + J * K * K)
     budget = (draws_bytes + 8.0 * 2 * I * K / 2) / 2**30
     f = gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, max_memory_gib=budget)
+    assert np.asarray(f.draws["pi"]).shape == (2, 10, K)
     with pytest.raises(ValueError, match="pi_moves keeps every unit's rater evidence"):
         gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, pi_moves=1,
               max_memory_gib=budget)
+    with pytest.raises(ValueError, match="thin >= "):
+        gibbs(small.data, "dawid_skene", chains=4, draws=1000, seed=1, pi_moves=1, max_memory_gib=1e-4)
 
 
 def test_hierarchical_is_refused_naming_mcmc(small):

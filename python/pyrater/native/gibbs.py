@@ -241,19 +241,19 @@ def gibbs(
     Jt = 1 if prior.kind == "homogeneous" else J
     per_draw = K + Jt * K * K + (J * K if prior.kind == "class_conditional" else 0)
     param_bytes = 8.0 * chains * S * per_draw
-    evidence_bytes = 8.0 * chains * I * K if pi_moves else 0.0  # the pi moves' work space, one (I, K) per chain
-    if evidence_bytes and param_bytes + evidence_bytes > budget:
-        raise ValueError(
-            f"pi_moves keeps every unit's rater evidence per chain ({evidence_bytes / _GIB:.2f} GiB for {chains} "
-            f"chains x {I} units x {K} classes); with the kept draws ({param_bytes / _GIB:.2f} GiB) that is above "
-            f"max_memory_gib={max_memory_gib}: pass pi_moves=0, fewer chains, a larger thin or a larger max_memory_gib"
-        )
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
         raise ValueError(
             f"the kept draws of pi and theta would take {param_bytes / _GIB:.2f} GiB "
             f"({chains} chains x {S} draws x {per_draw} numbers), above max_memory_gib={max_memory_gib}; "
             f"pass thin >= {need}, fewer draws, or a larger max_memory_gib"
+        )
+    evidence_bytes = 8.0 * chains * I * K if pi_moves else 0.0  # the pi moves' work space, one (I, K) per chain
+    if evidence_bytes and param_bytes + evidence_bytes > budget:
+        raise ValueError(
+            f"pi_moves keeps every unit's rater evidence per chain ({evidence_bytes / _GIB:.2f} GiB for {chains} "
+            f"chains x {I} units x {K} classes); with the kept draws ({param_bytes / _GIB:.2f} GiB) that is above "
+            f"max_memory_gib={max_memory_gib}: pass pi_moves=0, fewer chains, a larger thin or a larger max_memory_gib"
         )
     keep_ll = bool(log_lik)
     ll_bytes = 8.0 * chains * S * I
