@@ -314,12 +314,11 @@ def _fit(data: RatingData, args: argparse.Namespace):
 
 def _check_gibbs_options(args: argparse.Namespace) -> None:
     """--thin and --pi-moves belong to --method gibbs: say so before reading any data."""
-    given = [flag for flag, value in (("--thin", getattr(args, "thin", None)), ("--pi-moves", getattr(args, "pi_moves", None)))
-             if value is not None]
+    given = [flag for flag, value in (("--thin", args.thin), ("--pi-moves", args.pi_moves)) if value is not None]
     if given and _method(args) != "gibbs":
         raise CLIError(f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
                        f"got --method {_method(args)}")
-    if getattr(args, "thin", None) is not None and args.thin > args.draws:
+    if args.thin is not None and args.thin > args.draws:
         raise CLIError(f"--thin ({args.thin}) must be at most --draws ({args.draws}) so that at least one draw is kept")
 
 

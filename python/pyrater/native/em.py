@@ -1125,14 +1125,18 @@ def _search(
 # ----------------------------------------------------------------------------- em
 
 
-def _not_converged_message(max_iter: int, detail: str, theta: np.ndarray, ml: bool) -> str:
+def _not_converged_message(max_iter: int, detail: str, theta: np.ndarray, kind: str, ml: bool) -> str:
     """The EMConvergenceWarning text: what stopped, and the way out that fits this estimate.
 
     A maximum-likelihood estimate with error-matrix entries at zero lies on the
     boundary of the parameter space (raters with few ratings): EM creeps
     towards it, so more iterations buy little; the posterior mode stays inside.
+    ``theta`` is (J, K, K); the homogeneous model's J copies of its one
+    matrix are counted once.
     """
     text = f"EM did not converge in max_iter={max_iter} iterations ({detail}); "
+    if kind == "homogeneous":
+        theta = theta[:1]
     at_zero = int(np.count_nonzero(theta < _BOUNDARY))
     if ml and at_zero:
         return text + (
@@ -1439,7 +1443,8 @@ def em(
                 f"last relative objective change {obj_change:.3g}, tol={tol:g}; parameter change "
                 f"{convergence['param_change']:.3g}, extrapolated distance {convergence['param_distance']:.3g}, "
                 f"param_tol={param_tol:g}",
-                res["theta"][:1] if kind == "homogeneous" else res["theta"],  # one shared matrix
+                res["theta"],
+                kind,
                 prior is None,
             ),
             EMConvergenceWarning,

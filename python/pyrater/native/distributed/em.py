@@ -491,7 +491,8 @@ def em(
                 max_iter,
                 f"last change {abs(trace_arr[-1] - trace_arr[-2]) if trace_arr.size > 1 else float('nan'):.3g}, "
                 f"tol={tol:g}",
-                theta[:1] if kind == "homogeneous" else theta,  # one shared matrix
+                theta,
+                kind,
                 prior is None,
             ),
             _em.EMConvergenceWarning,
