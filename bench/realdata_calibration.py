@@ -267,6 +267,39 @@ def _md(df: pd.DataFrame, nd: int = 3) -> str:
     return rd._md(df, nd)
 
 
+def _same_sets(summ: pd.DataFrame, method: str, fraction: float = 0.05) -> str:
+    """", on the same N sets: A x, B y, ..." -- every method's mean ECE after over the sets ``method`` ran on."""
+    s = summ[summ.fraction == fraction].pivot_table(index="dataset", columns="method", values="ece_after")
+    if method not in s:
+        return ""
+    s = s.loc[s[method].notna()].dropna(axis=1)
+    means = s.mean().reindex([m for m in rd.METHODS if m in s.columns])
+    return f"; on the same {len(s)} sets: " + ", ".join(f"{m} {v:.3f}" for m, v in means.items())
+
+
+def _floor_paragraph(out_dir: Path) -> list[str]:
+    """A paragraph on ``bench/calibration_floor.py``'s results, if its CSV is in ``out_dir``."""
+    path = Path(out_dir) / "realdata_calibration_floor.csv"
+    if not path.exists():
+        return []
+    import calibration_floor as cf
+
+    s = cf.summary(pd.read_csv(path))
+    five = s[s.fraction == 0.05]
+    return [
+        "**What 5% of the gold items can achieve** (`bench/calibration_floor.py`, "
+        "[RESULTS_calibration_floor.md](RESULTS_calibration_floor.md); same fits and splits, "
+        f"{len(five)} methods without Stan). In a simulated world where one temperature map is exactly right (gold "
+        "labels drawn from the map fitted on all gold items), the default map learnt from the same 5% of the "
+        f"items reaches a mean held-out ECE of {five.exact_map.min():.3f}-{five.exact_map.max():.3f} "
+        f"({int((five.exact_map <= 0.05).sum())} of {len(five)} methods at or below 0.05): "
+        f"{five.noise.min():.3f}-{five.noise.max():.3f} is the noise of ECE itself on the held-out items and "
+        f"{five.estimation.min():.3f}-{five.estimation.max():.3f} the cost of learning the map, most of it on the "
+        "small sets (10-40 calibration items). The real labels add " + ", ".join(f"{r.method} {r.shape:+.3f}" for r in five.itertuples())
+        + " (the map's shape on real data).\n"
+    ]
+
+
 def write_report(out_dir: Path) -> Path:
     splits = pd.read_csv(out_dir / "realdata_calibration_splits.csv")
     full = pd.read_csv(out_dir / "realdata_calibration_full.csv")
@@ -339,7 +372,9 @@ def write_report(out_dir: Path) -> Path:
                                  or "none")
              + f". Dawid-Skene fits ({', '.join(ds_methods)}): {'all met' if ds_met else 'NOT all met'}. "
              f"Accuracy after = before on every split of both temperature maps: {acc_ok}. Stan-MCMC runs only on "
-             "the small sets (see the end), so its mean is over fewer, harder sets.\n")
+             "the small sets (see the end), so its mean is over fewer, harder sets" + _same_sets(summ, "Stan-MCMC")
+             + ".\n")
+    L.extend(_floor_paragraph(out_dir))
 
     h10 = head[(head["gold used"] == "10%") & head.method.isin(base_methods)]
     L.append("**Findings.** " + (
