@@ -236,6 +236,20 @@ def test_majority_vote_probabilities_can_be_calibrated(sim_fit):
     assert np.isfinite(cal.temperature) and cal.probabilities.shape == mv.probabilities.shape
 
 
+def test_gold_items_the_fit_knew_are_refused(sim_fit):
+    sim, _, gold = sim_fit
+    known = gold.iloc[:5]
+    for fit in (pyrater.em(sim.data, method="map", known=known),
+                pyrater.fit(sim.data, method="gibbs", known=known, chains=1, warmup=20, draws=20, seed=1)):
+        with pytest.raises(ValueError, match=r"5 gold item\(s\) were also given to the fit as known classes"):
+            pyrater.calibrate(fit, gold, seed=1)
+        cal = pyrater.calibrate(fit, gold.iloc[5:], seed=1)  # the other gold items calibrate it
+        assert len(cal.gold_items) == len(gold) - 5
+    # why: the known items are one-hot at their given class, so the map would learn the fit is never wrong
+    probs = pyrater.em(sim.data, method="map", known=known).class_probabilities()
+    np.testing.assert_array_equal(probs.loc[known.index].max(axis=1), 1.0)
+
+
 def test_refusals_are_specific(sim_fit):
     _, fit, gold = sim_fit
     with pytest.raises(ValueError, match=r"needs at least 10 gold items \(K = 3\); 9 were given"):

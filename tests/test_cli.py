@@ -310,3 +310,37 @@ def test_gibbs_thin_and_pi_moves_reach_the_sampler(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "x").exists()
     assert cli.main(["fit", str(path), "--method", "gibbs", "--thin", "50", "--draws", "40", "--out", str(tmp_path / "y")]) == 2
     assert "--thin (50) must be at most --draws (40)" in capsys.readouterr().err and not (tmp_path / "y").exists()
+
+
+def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    df = pd.read_csv(path)
+    tsv = tmp_path / "ratings.tsv"
+    df.to_csv(tsv, sep="\t", index=False)
+    res = run("fit", str(tsv), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"pyrater: error: {tsv}: the file looks tab-separated (header 'item\\trater\\trating'); pyrater reads "
+        "comma-separated CSV of ratings"]
+    labels = pd.DataFrame({"item": sim.data.unit_labels[:12], "label": sim.data.categories[sim.z[:12]]})
+    semi = tmp_path / "labels.csv"
+    labels.to_csv(semi, sep=";", index=False)
+    for flag in ("--known", "--gold"):
+        res = run("fit", str(path), "--method", "em", flag, str(semi), "--out", str(tmp_path / "o"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        assert f"{flag} {semi}: the file looks semicolon-separated" in res.stderr
+        assert not (tmp_path / "o" / "class_probabilities.csv").exists()  # refused before fitting
+    # comma-separated, the labels are taken by both flags; the same items in both are refused before the fit
+    labels.to_csv(semi, index=False)
+    res = run("fit", str(path), "--method", "em", "--known", str(semi), "--gold", str(semi), "--quiet",
+              "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "12 gold item(s) were also given to the fit as known classes (--known" in res.stderr
+    assert not (tmp_path / "o" / "class_probabilities.csv").exists()
+    known = tmp_path / "known.csv"
+    labels.iloc[:2].to_csv(known, index=False)
+    labels.iloc[2:].to_csv(semi, index=False)
+    res = run("fit", str(path), "--method", "em", "--known", str(known), "--gold", str(semi), "--quiet",
+              "--out", str(tmp_path / "o"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "o" / "calibrated_probabilities.csv").exists()

@@ -109,6 +109,21 @@ def test_em_round_trip(method, which, request, tmp_path):
     assert back.timings == fit.timings and back.backend == fit.backend
 
 
+def test_em_keeps_its_known_items_through_the_file(long_data, tmp_path):
+    data = long_data
+    known = {data.unit_labels[2]: data.categories[0], data.unit_labels[5]: data.categories[1]}
+    fit = pyrater.em(data, method="map", known=known)
+    codes = np.full(data.n_units, -1)
+    codes[[2, 5]] = [0, 1]
+    np.testing.assert_array_equal(fit.known, codes)
+    assert pyrater.em(data, method="map").known is None
+    path = fit.save(tmp_path / "em_known.nc")
+    back = pyrater.load(path)
+    np.testing.assert_array_equal(back.known, fit.known)
+    block = json.loads(xr.open_datatree(path, engine="h5netcdf").attrs["pyrater_fit"])
+    assert block["known_items"] == {str(k): v for k, v in known.items()}
+
+
 @pytest.mark.stan
 @pytest.mark.parametrize("which", ["long", "grouped"])
 def test_optimize_round_trip_with_known_items(which, request, tmp_path):

@@ -145,6 +145,7 @@ from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
 __all__ = [
     "calibrate",
     "check_gold",
+    "check_gold_not_known",
     "CalibrationResult",
     "CALIBRATION_METHODS",
     "fit_temperature",
@@ -588,6 +589,46 @@ def _as_gold(gold: Any) -> pd.Series:
     return gold
 
 
+def check_gold_not_known(gold_items: "pd.Index | Sequence", known_items: "pd.Index | Sequence",
+                         where: str = "known=") -> None:
+    """Refuse gold items that the fit was given as known classes.
+
+    A known item's class probabilities are one-hot at its given class by
+    construction, so calibrating on it would teach the map that the fit is
+    never wrong and make every other item *more* confident.
+
+    Parameters
+    ----------
+    gold_items, known_items : sequences of item labels
+    where : str
+        How the error message names the known items' source.
+
+    Raises
+    ------
+    ValueError
+        Naming (up to 8 of) the items in both.
+    """
+    both = pd.Index(gold_items).intersection(pd.Index(known_items))
+    if len(both):
+        raise ValueError(
+            f"{len(both)} gold item(s) were also given to the fit as known classes ({where}): {list(both[:8])}"
+            f"{' ...' if len(both) > 8 else ''}; a known item's class probabilities are one-hot by construction, "
+            "so calibrating on it would teach the map that the fit is never wrong. Calibrate on gold items the "
+            "fit did not know, or refit without these as known"
+        )
+
+
+def _fit_known_items(fit_or_probs: Any, index: pd.Index) -> pd.Index:
+    """The items a fit conditioned on as known (its ``known`` codes, -1 = unknown); empty for a DataFrame."""
+    codes = None if isinstance(fit_or_probs, pd.DataFrame) else getattr(fit_or_probs, "known", None)
+    if codes is None:
+        return pd.Index([])
+    codes = np.asarray(codes)
+    if codes.shape != (len(index),):
+        return pd.Index([])
+    return index[codes >= 0]
+
+
 def check_gold(
     gold: "pd.Series | pd.DataFrame | dict",
     items: "pd.Index | Sequence",
@@ -691,8 +732,9 @@ def calibrate(
     Raises
     ------
     ValueError
-        Unknown method, bad ``cv``, gold items not in the fit, gold labels
-        that are not categories, or fewer gold items than
+        Unknown method, bad ``cv``, gold items not in the fit, gold items
+        the fit was given as known classes (``known=``), gold labels that
+        are not categories, or fewer gold items than
         :func:`min_gold_items`.
     """
     if method not in CALIBRATION_METHODS:
@@ -706,6 +748,7 @@ def calibrate(
         if isinstance(floor, str) or not (0 < float(floor) <= 0.5 / probs.shape[1]):
             raise ValueError(f"floor must be 'fit' or a number in (0, 0.5 / K = {0.5 / probs.shape[1]:.3g}], got {floor!r}")
     gold, y = check_gold(gold, probs.index, probs.columns, method, int(cv))
+    check_gold_not_known(gold.index, _fit_known_items(fit_or_probs, probs.index))
     cats = pd.Index(probs.columns)
     K = len(cats)
 

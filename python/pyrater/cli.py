@@ -58,17 +58,41 @@ class CLIError(ValueError):
 __all__ = ["main"]
 
 
-def _read_csv(path: Path, data_format: str, args: argparse.Namespace) -> RatingData:
+#: Separators a file may use instead of commas, named for the message.
+_OTHER_SEPARATORS = (("\t", "tab"), (";", "semicolon"), ("|", "vertical-bar"))
+
+
+def _read_table(path: Path, flag: str, holds: str) -> pd.DataFrame:
+    """Read the comma-separated file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
+
+    Raises CLIError for a directory, a missing or unreadable file, a file
+    that is not CSV, and a file that is separated by tabs (or semicolons,
+    or vertical bars) instead of commas.
+    """
+    where = f"{flag} {path}" if flag else str(path)
     if path.is_dir():
-        raise CLIError(f"{path} is a directory; give a CSV file of ratings")
+        raise CLIError(f"{where} is a directory; give a CSV file of {holds}")
     try:
         df = pd.read_csv(path)
     except FileNotFoundError:
-        raise RatingDataError(f"file not found: {path}") from None
+        raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
     except PermissionError:
-        raise CLIError(f"{path}: permission denied") from None
+        raise CLIError(f"{where}: permission denied") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise RatingDataError(f"{path}: cannot read as CSV: {exc}") from None
+        raise CLIError(f"{where}: cannot read as CSV ({holds}): {exc}") from None
+    if df.shape[1] == 1:
+        header = str(df.columns[0])
+        for sep, name in _OTHER_SEPARATORS:
+            if sep in header:
+                raise CLIError(
+                    f"{where}: the file looks {name}-separated (header {header!r}); pyrater reads "
+                    f"comma-separated CSV of {holds}"
+                )
+    return df
+
+
+def _read_csv(path: Path, data_format: str, args: argparse.Namespace) -> RatingData:
+    df = _read_table(path, "", "ratings")
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
     options: dict = {}
@@ -264,14 +288,7 @@ def _read_known(path_text: str | None) -> pd.Series | None:
     if not path_text:
         return None
     path = Path(path_text)
-    if path.is_dir():
-        raise CLIError(f"--known {path} is a directory; give a CSV file with columns item,label")
-    try:
-        df = pd.read_csv(path)
-    except FileNotFoundError:
-        raise CLIError(f"--known: file not found: {path}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise CLIError(f"--known {path}: cannot read as CSV: {exc}") from None
+    df = _read_table(path, "--known", "(item, label) rows")
     cols = ["item", "label"] if {"item", "label"} <= set(df.columns) else list(df.columns[:2])
     if len(cols) < 2:
         raise CLIError(f"--known {path}: expected two columns item,label; found {list(df.columns)}")
@@ -343,6 +360,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
+    if gold is not None and getattr(args, "known", None):
+        from .calibration import check_gold_not_known
+
+        try:
+            check_gold_not_known(gold.index, _read_known(args.known).index, where=f"--known {args.known}")
+        except ValueError as exc:
+            raise CLIError(f"--gold {args.gold}: {exc}") from None
     start = time.perf_counter()
     result = _fit(data, args)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
@@ -356,12 +380,7 @@ def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     """``--gold FILE``: the known classes (item, label), checked against the ratings before any fitting."""
     from .calibration import check_gold
 
-    try:
-        frame = pd.read_csv(gold_path)
-    except FileNotFoundError:
-        raise RatingDataError(f"gold file not found: {gold_path}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise CLIError(f"--gold {gold_path}: not a CSV of (item, label) rows: {exc}") from None
+    frame = _read_table(gold_path, "--gold", "(item, label) rows")
     try:
         gold, _ = check_gold(frame, data.unit_labels, data.categories, what="the ratings file")
     except (TypeError, ValueError) as exc:

@@ -209,6 +209,9 @@ class EMFit(Fit):
         kernel).
     backend : {"numba", "scipy"}
         How the iterations were computed (see :func:`em`).
+    known : int array, shape (I,), or None
+        Known true class codes the fit conditioned on (-1 = unknown; None
+        when ``known`` was not given, and for distributed fits).
     """
 
     data: RatingData = field(repr=False)
@@ -233,6 +236,7 @@ class EMFit(Fit):
     backend: str = "scipy"
     convergence: dict = field(default_factory=dict, repr=False)
     start: str = ""
+    known: np.ndarray | None = field(default=None, repr=False)
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
@@ -1481,4 +1485,5 @@ def em(
         backend="scipy" if fused is None else "numba",
         convergence=convergence,
         start=res["start"],
+        known=known_codes,
     )
