@@ -57,7 +57,7 @@ import realdata as rd  # noqa: E402
 
 import pyrater  # noqa: E402
 from pyrater.calibration import min_gold_items  # noqa: E402
-from pyrater.evaluate import expected_calibration_error, reliability_diagram, score  # noqa: E402
+from pyrater.evaluate import ece_noise_floor, reliability_diagram, score  # noqa: E402
 from pyrater.tempering import tempered_class_probabilities  # noqa: E402
 
 FRACTIONS = (0.05, 0.10)
@@ -104,16 +104,6 @@ def _rel(y_items: pd.Series, probs: pd.DataFrame, **tags: Any) -> pd.DataFrame:
     return d
 
 
-def ece_noise(q: np.ndarray, rng: np.random.Generator, reps: int = 20) -> float:
-    """Expected ECE of perfectly calibrated probabilities ``q`` (labels drawn from ``q``): the noise floor of ECE on these items."""
-    cum = np.cumsum(q, axis=1)
-    out = []
-    for _ in range(reps):
-        y = np.minimum((rng.random(q.shape[0])[:, None] > cum).sum(axis=1), q.shape[1] - 1)
-        out.append(expected_calibration_error(y, q, n_bins=rd.N_BINS))
-    return float(np.mean(out))
-
-
 def pool_reliability(df: pd.DataFrame) -> pd.DataFrame:
     """Reliability bins pooled over splits: item count and sums of confidence and correctness per bin."""
     df = df.assign(conf_sum=df.confidence.fillna(0) * df["count"], acc_sum=df.accuracy.fillna(0) * df["count"])
@@ -147,7 +137,8 @@ def calibration_splits(
                 cal = pyrater.calibrate(probs, cal_gold, method=cm, cv=CV, seed=split)
                 after = score(cal.probabilities, rest, n_bins=rd.N_BINS)
                 row.update({"refused": False, "temperature": cal.temperature, "floor": cal.floor,
-                            "ece_noise": ece_noise(cal.probabilities.loc[rest.index].to_numpy(), rng),
+                            "ece_noise": ece_noise_floor(cal.probabilities.loc[rest.index].to_numpy(), rd.N_BINS,
+                                                         reps=20, seed=rng),
                             "cv_ece": cal.scores.loc["after", "ece"], "cv_log_loss": cal.scores.loc["after", "log_loss"]})
                 for m in METRICS:
                     row[f"{m}_before"] = before[m]

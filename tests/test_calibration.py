@@ -236,6 +236,19 @@ def test_majority_vote_probabilities_can_be_calibrated(sim_fit):
     assert np.isfinite(cal.temperature) and cal.probabilities.shape == mv.probabilities.shape
 
 
+def test_noise_floor_of_the_cross_validated_ece(sim_fit):
+    """calibrate reports what ECE perfectly calibrated probabilities would show on the same gold items."""
+    sim, fit, gold = sim_fit
+    few = pyrater.calibrate(fit, gold.iloc[:20], seed=4)
+    many = pyrater.calibrate(fit, pd.Series(sim.data.categories.to_numpy()[sim.z], index=sim.data.unit_labels), seed=4)
+    assert 0 < many.ece_noise < few.ece_noise < 0.5  # 300 items against 20
+    assert pyrater.calibrate(fit, gold.iloc[:20], seed=4).ece_noise == few.ece_noise  # seeded
+    assert f"(noise floor {few.ece_noise:.3f})" in repr(few)
+    # on simulated Dawid-Skene data the EM fit is nearly calibrated: with all 300 items the cross-validated
+    # ECE after calibration is within a few noise floors of zero
+    assert many.scores.loc["after", "ece"] < 3 * many.ece_noise
+
+
 def test_gold_items_the_fit_knew_are_refused(sim_fit):
     sim, _, gold = sim_fit
     known = gold.iloc[:5]
@@ -332,6 +345,7 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     ref = pyrater.calibrate(pyrater.em(sim.data, method="map", seed=3), pd.read_csv(gold_file), seed=3)
     np.testing.assert_allclose(cal[cats].to_numpy(), ref.probabilities.to_numpy(), atol=1e-9)
     assert f"{ref.scores.loc['after', 'ece']:.4f}" in res.stdout
+    assert f"perfectly calibrated probabilities would score about {ref.ece_noise:.4f} on these 80 items" in res.stdout
     bad = tmp_path / "bad_gold.csv"
     pd.DataFrame({"item": ["ghost"] + list(gold.index[:20]), "label": ["1"] + list(gold.iloc[:20])}).to_csv(bad, index=False)
     fresh = tmp_path / "never_written"

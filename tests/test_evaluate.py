@@ -11,6 +11,7 @@ from pyrater.evaluate import (
     MajorityVote,
     accuracy,
     brier_score,
+    ece_noise_floor,
     expected_calibration_error,
     log_loss,
     macro_f1,
@@ -251,3 +252,33 @@ def test_uniform_bins_respect_decimal_edges():
     d = reliability_diagram([0, 0, 0], [[0.7, 0.3], [0.6, 0.4], [0.3 + 0.4, 0.3]], n_bins=10)
     assert d.loc[d["count"] > 0, "bin"].tolist() == [5, 6]
     assert d.loc[6, "count"] == 2
+
+
+# ------------------------------------------------------------------ noise floor of ECE
+def test_ece_noise_floor_equals_the_binomial_expectation():
+    """One bin, every item at confidence c: ECE = |Bin(n, c) / n - c|, whose mean is a finite sum."""
+    from scipy.stats import binom
+
+    for n, c in ((4, 0.5), (25, 0.7), (60, 0.9)):
+        k = np.arange(n + 1)
+        exact = float(np.sum(binom.pmf(k, n, c) * np.abs(k / n - c)))
+        got = ece_noise_floor(np.tile([c, 1 - c], (n, 1)), n_bins=1, reps=20000, seed=3)
+        assert got == pytest.approx(exact, abs=4 * np.sqrt(c * (1 - c) / n) / np.sqrt(20000))
+
+
+def test_ece_noise_floor_matches_brute_force_draws_and_shrinks_with_items():
+    rng = np.random.default_rng(8)
+    q = rng.dirichlet([1.0, 1.0, 1.0], size=300)
+    # the same labels drawn one at a time and scored by expected_calibration_error
+    draw = np.random.default_rng(5)
+    brute = []
+    for _ in range(30):
+        y = np.minimum((draw.random(300)[:, None] > np.cumsum(q, axis=1)).sum(axis=1), 2)
+        brute.append(expected_calibration_error(y, q))
+    assert ece_noise_floor(q, reps=30, seed=np.random.default_rng(5)) == pytest.approx(np.mean(brute), abs=1e-12)
+    assert ece_noise_floor(q, seed=1) == ece_noise_floor(q, seed=1)  # seeded
+    small, large = ece_noise_floor(q[:30], seed=1), ece_noise_floor(np.tile(q, (10, 1)), seed=1)
+    assert small > 2 * ece_noise_floor(q, seed=1) > 4 * large  # about 1 / sqrt(n) once bins fill
+    assert np.isnan(ece_noise_floor(np.zeros((0, 3))))
+    with pytest.raises(ValueError, match="reps must be a positive integer"):
+        ece_noise_floor(q, reps=0)

@@ -140,7 +140,7 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax, logsumexp
 
-from .evaluate import LOG_LOSS_EPS, METRICS, _probs, score_arrays
+from .evaluate import LOG_LOSS_EPS, METRICS, _probs, ece_noise_floor, score_arrays
 
 __all__ = [
     "calibrate",
@@ -504,6 +504,13 @@ class CalibrationResult:
         :data:`LOG_T_GRID` of ``log T`` fitted on all gold items (the map is
         their mixture; ``temperature`` is then the posterior median of T).
         None for the other methods.
+    ece_noise : float
+        The noise floor of the cross-validated ECE
+        (:func:`pyrater.evaluate.ece_noise_floor` of the out-of-fold
+        calibrated probabilities, 200 label draws seeded by ``seed``): the
+        ECE that perfectly calibrated probabilities would score on these
+        gold items.  An ECE ``"after"`` near it is as good as this many
+        gold items can show.
     """
 
     probabilities: pd.DataFrame
@@ -520,6 +527,7 @@ class CalibrationResult:
     seed: int | None
     prior_sd: float | None
     temperature_weights: np.ndarray | None = None
+    ece_noise: float = float("nan")
 
     def apply(self, probs: pd.DataFrame) -> pd.DataFrame:
         """Apply the fitted map to other class probabilities with the same categories."""
@@ -538,7 +546,7 @@ class CalibrationResult:
         b, a = self.scores.loc["before"], self.scores.loc["after"]
         return (
             f"CalibrationResult({self.method}, T = {self.temperature:.3g}, floor {self.floor:.3g}, {len(self.gold_items)} gold items, "
-            f"{self.cv}-fold CV: ECE {b['ece']:.3f} -> {a['ece']:.3f}, log-loss {b['log_loss']:.3f} -> "
+            f"{self.cv}-fold CV: ECE {b['ece']:.3f} -> {a['ece']:.3f} (noise floor {self.ece_noise:.3f}), log-loss {b['log_loss']:.3f} -> "
             f"{a['log_loss']:.3f}, accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f})"
         )
 
@@ -772,7 +780,8 @@ def calibrate(
             return apply_bayes_temperature(_log_probs(pf, c), w)
         return apply_temperature(_log_probs(pf, c), t, b)
 
-    folds = stratified_folds(y, int(cv), np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    folds = stratified_folds(y, int(cv), rng)
     oof = np.empty_like(p)
     fold_t = np.empty(int(cv))
     fold_c = np.empty(int(cv))
@@ -784,6 +793,7 @@ def calibrate(
     before = score_arrays(y, p, labels=np.arange(K))
     after = score_arrays(y, oof, labels=np.arange(K))
     scores = pd.DataFrame([before, after], index=pd.Index(["before", "after"], name="probabilities"))[list(METRICS)]
+    noise = ece_noise_floor(oof, reps=200, seed=rng)
 
     c, t, b, w = fit_map(p, y)
     q = apply_map(p_all, c, t, b, w)
@@ -802,4 +812,5 @@ def calibrate(
         seed=seed,
         prior_sd=prior_sd,
         temperature_weights=w,
+        ece_noise=noise,
     )

@@ -402,7 +402,8 @@ def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: in
     b, a = cal.scores.loc["before"], cal.scores.loc["after"]
     print(
         f"calibration on {len(cal.gold_items)} gold items: temperature {cal.temperature:.3f}, floor {cal.floor:.3g}; "
-        f"{cal.cv}-fold cross-validated ECE {b['ece']:.4f} -> {a['ece']:.4f}, "
+        f"{cal.cv}-fold cross-validated ECE {b['ece']:.4f} -> {a['ece']:.4f} (perfectly calibrated probabilities "
+        f"would score about {cal.ece_noise:.4f} on these {len(cal.gold_items)} items), "
         f"log-loss {b['log_loss']:.4f} -> {a['log_loss']:.4f}, accuracy {b['accuracy']:.4f} -> {a['accuracy']:.4f}"
     )
     print(f"wrote {path}", file=sys.stderr)

@@ -80,6 +80,7 @@ __all__ = [
     "brier_score",
     "log_loss",
     "expected_calibration_error",
+    "ece_noise_floor",
     "reliability_diagram",
     "predicted_class",
     "score_arrays",
@@ -320,6 +321,67 @@ def expected_calibration_error(
         return float("nan")
     has = d["count"] > 0
     return float(np.sum(d["count"][has] / n * np.abs(d["gap"][has])))
+
+
+def ece_noise_floor(
+    probs: np.ndarray,
+    n_bins: int = N_BINS,
+    strategy: Literal["uniform", "quantile"] = "uniform",
+    reps: int = 200,
+    seed: "int | np.random.Generator | None" = 0,
+) -> float:
+    """Expected ECE of perfectly calibrated probabilities on these items: the noise floor of ECE.
+
+    ECE measured on a finite set of items is positive even for perfectly
+    calibrated probabilities, and the more so the fewer the items.  This is
+    its mean when each item's class is drawn from ``probs`` itself (``reps``
+    draws), with the same bins as :func:`expected_calibration_error`.  A
+    measured ECE near this value is within the noise of ECE on this many
+    items.
+
+    Parameters
+    ----------
+    probs : array (n, K)
+        Class probabilities; rows summing to 1.
+    n_bins, strategy
+        As :func:`expected_calibration_error`.
+    reps : int
+        Number of label draws.
+    seed : int, Generator or None
+        Seed (or generator) of the draws.  Draw ``r`` uses the ``r``-th
+        block of ``n`` uniforms, so a generator gives the same labels as
+        ``reps`` successive ``rng.random(n)`` calls.
+
+    Returns
+    -------
+    float
+        NaN for no items.
+
+    Examples
+    --------
+    >>> round(ece_noise_floor([[0.5, 0.5]] * 4, n_bins=1, reps=4000, seed=1), 2)  # E|Bin(4, 1/2)/4 - 1/2|
+    0.19
+    """
+    p = _probs(probs)
+    n, K = p.shape
+    if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    if n == 0:
+        return float("nan")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    pred = np.argmax(p, axis=1)
+    conf = p[np.arange(n), pred]
+    b = _bins(conf, n_bins, strategy)
+    count = np.bincount(b, minlength=n_bins)
+    has = count > 0
+    mconf = np.bincount(b, weights=conf, minlength=n_bins)[has] / count[has]
+    cum = np.cumsum(p, axis=1)
+    out = np.empty(reps)
+    for r in range(reps):  # labels drawn by inversion, as many uniforms per draw as items
+        y = np.minimum((rng.random(n)[:, None] > cum).sum(axis=1), K - 1)
+        macc = np.bincount(b, weights=(y == pred).astype(float), minlength=n_bins)[has] / count[has]
+        out[r] = np.sum(count[has] / n * np.abs(macc - mconf))
+    return float(out.mean())
 
 
 def score_arrays(
