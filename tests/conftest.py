@@ -43,6 +43,20 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
+def bench_module(name: str):
+    """Import ``bench/<name>.py`` as module ``name`` (the scripts import each other by these names)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(REPO / "bench" / f"{name}.py"):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 #: Every Stan test runs once per engine (through the ``stan_engine`` fixture).
 STAN_ENGINES = ("pystan", "cmdstanpy")
 

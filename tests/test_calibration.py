@@ -396,17 +396,10 @@ def test_fitted_floor_softens_exact_zeros_without_flattening_the_rest():
 
 # ------------------------------------------------------------------ the real-data study script
 def test_realdata_calibration_study_on_one_small_set(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    from conftest import SHARED_DATA, shared_file
+    from conftest import SHARED_DATA, bench_module, shared_file
 
     shared_file("bluebirds", "ratings.csv")
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("realdata_calibration", repo / "bench" / "realdata_calibration.py")
-    rc = importlib.util.module_from_spec(spec)
-    sys.modules["realdata_calibration"] = rc
-    spec.loader.exec_module(rc)
+    rc = bench_module("realdata_calibration")
     out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None,
                  parts_dir=tmp_path / "parts")
     splits = out["splits"]

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.special import softmax
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def cf():
-    spec = importlib.util.spec_from_file_location("calibration_floor", REPO / "bench" / "calibration_floor.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["calibration_floor"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("calibration_floor")
 
 
 def test_draw_labels_follow_the_probabilities(cf):

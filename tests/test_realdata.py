@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SHARED_DATA, shared_file
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import SHARED_DATA, bench_module, shared_file
 
 
 @pytest.fixture(scope="module")
 def rd():
-    spec = importlib.util.spec_from_file_location("realdata", REPO / "bench" / "realdata.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["realdata"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("realdata")
 
 
 ZHENG = """# x
