@@ -140,6 +140,14 @@ def test_em_to_convergence_with_known_items_and_map(client):
     z = dist.point_estimate("z").compute()
     assert z["t40"] == "b"
     assert (z == mem.point_estimate("z").loc[z.index]).all()
+    # calibrating: the fit is refused with what to pass instead; the collected probabilities calibrate as the
+    # in-memory fit's do (items not known to either fit)
+    gold = pd.Series(np.asarray(["a", "b", "c"])[np.arange(60) % 3], index=[f"t{i}" for i in range(100, 160)])
+    with pytest.raises(TypeError, match=r"Dask DataFrame .*calibrate\(fit.class_probabilities\(\).compute\(\), gold\)"):
+        pyrater.calibrate(dist, gold)
+    got = pyrater.calibrate(probs, gold.rename(index=str), seed=2).probabilities.loc[mem.data.unit_labels]
+    ref = pyrater.calibrate(mem, gold, seed=2).probabilities
+    np.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=0, atol=1e-6)
 
 
 def test_fit_method_em_on_a_dask_frame_equals_in_memory(client):

@@ -556,6 +556,12 @@ def _as_probabilities(fit_or_probs: Any) -> pd.DataFrame:
         probs = fit_or_probs
     elif callable(getattr(fit_or_probs, "class_probabilities", None)):
         probs = fit_or_probs.class_probabilities()
+        if not isinstance(probs, pd.DataFrame) and callable(getattr(probs, "compute", None)):
+            raise TypeError(
+                "fit.class_probabilities() is a Dask DataFrame (a distributed fit): collect it and pass it "
+                "instead of the fit, calibrate(fit.class_probabilities().compute(), gold); the gold items must "
+                "not be known= items of the fit (calibrate cannot check that for a DataFrame)"
+            )
         if not isinstance(probs, pd.DataFrame):
             raise TypeError("fit.class_probabilities() did not return a DataFrame")
     else:
