@@ -209,7 +209,7 @@ def test_errors_are_one_line_with_traceback_under_debug(tmp_path, monkeypatch, c
     res = run("fit", str(path), "--draws", "-5", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "--draws" in res.stderr and "warmup" not in res.stderr.split("error:")[-1]
     # any other exception: one line naming it, exit status 1; the traceback with --debug
-    def boom(data, args):
+    def boom(data, args, known=None):
         raise RuntimeError("the sampler exploded\nsecond line")
 
     monkeypatch.setattr(cli, "_fit", boom)

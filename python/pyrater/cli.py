@@ -306,13 +306,13 @@ def _method(args: argparse.Namespace) -> str:
     return "em-ml" if getattr(args, "ml", False) else args.method
 
 
-def _fit(data: RatingData, args: argparse.Namespace):
+def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = None):
+    """Fit as the arguments say; ``known``: the items of known class (``--known``, read by the caller)."""
     from .fitting import fit
     from .native.em import em
 
     method = _method(args)
     model = _resolve_model(args, data.n_categories)
-    known = _read_known(getattr(args, "known", None))
     if method in ("em", "em-ml"):
         if method == "em":
             _check_mode_priors(model, data)
@@ -359,16 +359,17 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
+    known = _read_known(args.known)
     gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
-    if gold is not None and getattr(args, "known", None):
+    if gold is not None and known is not None:
         from .calibration import check_gold_not_known
 
         try:
-            check_gold_not_known(gold.index, _read_known(args.known).index, where=f"--known {args.known}")
+            check_gold_not_known(gold.index, known.index, where=f"--known {args.known}")
         except ValueError as exc:
             raise CLIError(f"--gold {args.gold}: {exc}") from None
     start = time.perf_counter()
-    result = _fit(data, args)
+    result = _fit(data, args, known)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     _write_outputs(result, out, args.quiet)
     if gold is not None:
