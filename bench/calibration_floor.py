@@ -273,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         print(write_report(args.out_dir))
         return 0
-    if not args.data_dir.is_dir():
-        print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)
+    if rd.data_missing(args.data_dir):
         return 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

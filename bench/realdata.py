@@ -386,6 +386,14 @@ def published_table(datasets: list[Dataset]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "source", "method", "accuracy", "usable"])
 
 
+def data_missing(data_dir: Path) -> bool:
+    """True (and says so on stderr) when the data folder is absent: the scripts then have nothing to do."""
+    if Path(data_dir).is_dir():
+        return False
+    print(f"data folder {data_dir} not found; nothing to do", file=sys.stderr)
+    return True
+
+
 def machine_state() -> str:
     try:
         load = os.getloadavg()
@@ -919,8 +927,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.notebook:
             print(write_notebook())
         return 0
-    if not args.data_dir.is_dir():
-        print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)
+    if data_missing(args.data_dir):
         return 0
     run(args.data_dir, args.datasets, args.out_dir, methods=tuple(args.methods), stan=not args.no_stan, mcmc=not args.no_mcmc,
         stan_max=args.stan_max_ratings, mcmc_max=args.mcmc_max_ratings, semi=not args.no_semi,

@@ -661,8 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.notebook:
             print(write_notebook())
         return 0
-    if not args.data_dir.is_dir():
-        print(f"data folder {args.data_dir} not found; nothing to do", file=sys.stderr)
+    if rd.data_missing(args.data_dir):
         return 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
