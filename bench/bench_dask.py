@@ -72,7 +72,7 @@ def make_data(folder: Path, n: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pyrater.simulation import simulate_dawid_skene
+    from pyrater.models import simulate_dawid_skene
 
     out = folder / f"ratings_{n:.0e}".replace("+", "")
     meta = out / "_pyrater_meta.json"
@@ -87,15 +87,18 @@ def make_data(folder: Path, n: int) -> Path:
     items_per_chunk = CHUNK // RATERS_PER_ITEM
     for c, start in enumerate(range(0, n, CHUNK)):
         m = min(CHUNK, n - start)
-        sim = simulate_dawid_skene(m // RATERS_PER_ITEM, J, pi=pi, theta=theta,
-                                   raters_per_item=RATERS_PER_ITEM, seed=SEED + 1 + c)
+        sim = simulate_dawid_skene(
+            m // RATERS_PER_ITEM, J, pi=pi, theta=theta, raters_per_item=RATERS_PER_ITEM, seed=SEED + 1 + c
+        )
         d = sim.data
         order = np.random.default_rng(c).permutation(d.n_ratings)  # items spread within the file
-        table = pa.table({
-            "item": (d.unit[order] + c * items_per_chunk).astype(np.int32),
-            "rater": d.rater[order].astype(np.int32),
-            "rating": d.rating[order].astype(np.int32),
-        })
+        table = pa.table(
+            {
+                "item": (d.unit[order] + c * items_per_chunk).astype(np.int32),
+                "rater": d.rater[order].astype(np.int32),
+                "rating": d.rating[order].astype(np.int32),
+            }
+        )
         pq.write_table(table, out / f"part-{c:05d}.parquet")
     meta.write_text(json.dumps({"n": n, "J": J, "K": K, "seed": SEED, "seconds": time.perf_counter() - t0}))
     return out
@@ -115,7 +118,7 @@ def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
     import warnings
 
     import pyrater
-    from pyrater.native import em as em_mod
+    from pyrater.inference import em as em_mod
 
     t0 = time.perf_counter()
     item, rater, rating = read_codes(path)
@@ -132,8 +135,9 @@ def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
         fit = pyrater.em(data, backend="numba", compress=False, max_iter=iters, tol=0)
         t_fit = time.perf_counter() - t1
     # one fused pass (E-step + expected counts), as the EM loop calls it
-    prob = em_mod._Problem(counts=data.counts, weight=np.ones(data.n_units), unit_weights=True,
-                           known=None, J=data.n_raters, K=K)
+    prob = em_mod._Problem(
+        counts=data.counts, weight=np.ones(data.n_units), unit_weights=True, known=None, J=data.n_raters, K=K
+    )
     kern = em_mod._FusedKernel(em_mod._load_fused(), prob, 1)
     passes = []
     for _ in range(5):
@@ -142,7 +146,7 @@ def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
         passes.append(time.perf_counter() - t2)
     gibbs = {}
     if gibbs_sweeps:
-        from pyrater.native.gibbs import gibbs as memory_gibbs
+        from pyrater.inference.gibbs.sampler import gibbs as memory_gibbs
 
         memory_gibbs(tiny, chains=1, warmup=1, draws=2, seed=1, log_lik=False)  # load the kernels
         with warnings.catch_warnings():
@@ -151,12 +155,23 @@ def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
         gibbs = {"gibbs_per_sweep_s": g.elapsed / (gibbs_sweeps + 1)}  # + the start's parameter step and last ll pass
     return {
         **gibbs,
-        "mode": "in-memory", "n": int(data.n_ratings), "I": data.n_units, "J": data.n_raters,
-        "nnz": int(data.counts.nnz), "read_s": t_read, "build_s": t_build, "fit_s": t_fit,
-        "loop_s": float(fit.timings["loop"][0]), "iters": int(fit.n_iter),
-        "per_iter_s": float(fit.timings["loop"][0]) / fit.n_iter, "kernel_pass_s": float(np.median(passes)),
-        "maxrss_mib": maxrss_mib(), "pi": fit.pi.tolist(), "theta_sum": float(fit.theta.sum()),
-        "log_lik": fit.log_lik, "theta": fit.theta.ravel().tolist(),
+        "mode": "in-memory",
+        "n": int(data.n_ratings),
+        "I": data.n_units,
+        "J": data.n_raters,
+        "nnz": int(data.counts.nnz),
+        "read_s": t_read,
+        "build_s": t_build,
+        "fit_s": t_fit,
+        "loop_s": float(fit.timings["loop"][0]),
+        "iters": int(fit.n_iter),
+        "per_iter_s": float(fit.timings["loop"][0]) / fit.n_iter,
+        "kernel_pass_s": float(np.median(passes)),
+        "maxrss_mib": maxrss_mib(),
+        "pi": fit.pi.tolist(),
+        "theta_sum": float(fit.theta.sum()),
+        "log_lik": fit.log_lik,
+        "theta": fit.theta.ravel().tolist(),
     }
 
 
@@ -166,8 +181,10 @@ def _worker_rss(client) -> dict:
 
         import psutil
 
-        return {"peak_mib": r.getrusage(r.RUSAGE_SELF).ru_maxrss / 1024,
-                "rss_mib": psutil.Process().memory_info().rss / 2**20}
+        return {
+            "peak_mib": r.getrusage(r.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_mib": psutil.Process().memory_info().rss / 2**20,
+        }
 
     return client.run(probe)
 
@@ -178,11 +195,15 @@ def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, 
     from dask.distributed import Client, LocalCluster
 
     import pyrater
-    from pyrater.native.distributed.em import em as distributed_em
+    from pyrater.inference.distributed.em import em as distributed_em
 
     nparts = max(workers, int(round(n / partition_ratings)))
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         # load pyrater and the numba kernels on every worker (a one-off per process, like an import)
         def warm() -> None:
             import pyrater as p
@@ -203,7 +224,7 @@ def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, 
             t_fit = time.perf_counter() - t1
         gibbs = {}
         if gibbs_sweeps:
-            from pyrater.native.distributed.gibbs import gibbs as distributed_gibbs
+            from pyrater.inference.distributed.gibbs import gibbs as distributed_gibbs
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -213,16 +234,27 @@ def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, 
         rss = _worker_rss(client)
         return {
             **gibbs,
-            "mode": f"dask-{workers}", "workers": workers, "partitions": data.n_partitions, "n": data.n_ratings,
-            "I": data.n_items, "J": data.n_raters, "discover_s": data.timings["discover"],
-            "shuffle_s": data.timings["shuffle"], "from_parquet_s": t_data, "fit_s": t_fit,
-            "start_s": fit.timings["start"], "iter_s": fit.timings["iterations"],
-            "per_iter_s": float(np.median(fit.timings["iterations"])), "iters": fit.n_iter,
+            "mode": f"dask-{workers}",
+            "workers": workers,
+            "partitions": data.n_partitions,
+            "n": data.n_ratings,
+            "I": data.n_items,
+            "J": data.n_raters,
+            "discover_s": data.timings["discover"],
+            "shuffle_s": data.timings["shuffle"],
+            "from_parquet_s": t_data,
+            "fit_s": t_fit,
+            "start_s": fit.timings["start"],
+            "iter_s": fit.timings["iterations"],
+            "per_iter_s": float(np.median(fit.timings["iterations"])),
+            "iters": fit.n_iter,
             "worker_rss_before_mib": {k: v["rss_mib"] for k, v in rss0.items()},
             "worker_rss_after_load_mib": {k: v["rss_mib"] for k, v in rss_data.items()},
             "worker_peak_mib": {k: v["peak_mib"] for k, v in rss.items()},
             "worker_rss_mib": {k: v["rss_mib"] for k, v in rss.items()},
-            "client_maxrss_mib": maxrss_mib(), "pi": fit.pi.tolist(), "log_lik": fit.log_lik,
+            "client_maxrss_mib": maxrss_mib(),
+            "pi": fit.pi.tolist(),
+            "log_lik": fit.log_lik,
             "theta": fit.theta.ravel().tolist(),
         }
 
@@ -234,14 +266,18 @@ def worker_latency(iters: int, partitions: list[int]) -> dict:
     from dask.distributed import Client, LocalCluster
 
     import pyrater
-    from pyrater.native.distributed.em import em as distributed_em
+    from pyrater.inference.distributed.em import em as distributed_em
 
     sim = pyrater.simulate("dawid_skene", n_items=20_000, n_raters=50, n_categories=K, raters_per_item=5, seed=1)
     df = sim.data.to_long()
     df["rating"] = df["rating"].astype(int)
     out = {}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as cluster,
+        Client(cluster),
+    ):
         ddf = dd.from_pandas(df, npartitions=2)
         for p in partitions:
             data = pyrater.DistributedRatingData.from_dask(ddf, npartitions=p)
@@ -251,8 +287,13 @@ def worker_latency(iters: int, partitions: list[int]) -> dict:
                 fit = distributed_em(data, max_iter=iters, tol=0)
             out[p] = float(np.median(fit.timings["iterations"]))
     slope, intercept = np.polyfit(list(out), list(out.values()), 1)
-    return {"mode": "latency", "n": int(sim.data.n_ratings), "per_iter_s": out,
-            "per_task_s": float(slope), "fixed_s": float(intercept)}
+    return {
+        "mode": "latency",
+        "n": int(sim.data.n_ratings),
+        "per_iter_s": out,
+        "per_task_s": float(slope),
+        "fixed_s": float(intercept),
+    }
 
 
 # ----------------------------------------------------------------------------------- main
@@ -274,9 +315,15 @@ def machine() -> dict:
     import pyarrow
 
     return {
-        "python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
-        "dask": dask.__version__, "distributed": distributed.__version__, "pyarrow": pyarrow.__version__,
-        "numba": numba.__version__, "cpus": os.cpu_count(), "load_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "dask": dask.__version__,
+        "distributed": distributed.__version__,
+        "pyarrow": pyarrow.__version__,
+        "numba": numba.__version__,
+        "cpus": os.cpu_count(),
+        "load_start": os.getloadavg(),
     }
 
 
@@ -323,18 +370,41 @@ def main() -> None:
         n = int(size)
         t0 = time.perf_counter()
         path = make_data(a.folder, n)
-        print(json.dumps({"data": str(path), "seconds": time.perf_counter() - t0,
-                          "bytes": sum(f.stat().st_size for f in path.glob("*.parquet"))}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "data": str(path),
+                    "seconds": time.perf_counter() - t0,
+                    "bytes": sum(f.stat().st_size for f in path.glob("*.parquet")),
+                }
+            ),
+            flush=True,
+        )
         mem = None
         if not a.no_memory:
-            mem = run_worker(["worker-memory", "--path", str(path), "--iters", str(a.iters),
-                              "--gibbs-sweeps", str(a.gibbs_sweeps)])
+            mem = run_worker(
+                ["worker-memory", "--path", str(path), "--iters", str(a.iters), "--gibbs-sweeps", str(a.gibbs_sweeps)]
+            )
             results["runs"].append({k: v for k, v in mem.items() if k != "theta"})
             print(json.dumps(results["runs"][-1]), flush=True)
         for w in a.workers:
-            r = run_worker(["worker-dask", "--path", str(path), "--iters", str(a.iters), "--workers", str(w),
-                            "--partition-ratings", str(a.partition_ratings), "--n-total", str(n),
-                            "--gibbs-sweeps", str(a.gibbs_sweeps)])
+            r = run_worker(
+                [
+                    "worker-dask",
+                    "--path",
+                    str(path),
+                    "--iters",
+                    str(a.iters),
+                    "--workers",
+                    str(w),
+                    "--partition-ratings",
+                    str(a.partition_ratings),
+                    "--n-total",
+                    str(n),
+                    "--gibbs-sweeps",
+                    str(a.gibbs_sweeps),
+                ]
+            )
             if mem is not None:
                 r["max_abs_diff_theta_vs_memory"] = float(np.max(np.abs(np.subtract(r["theta"], mem["theta"]))))
                 r["max_abs_diff_pi_vs_memory"] = float(np.max(np.abs(np.subtract(r["pi"], mem["pi"]))))

@@ -96,7 +96,7 @@ def current_mib() -> float:
 
 def simulate(n_ratings: int, out: Path) -> dict:
     """Simulate with pyrater.simulate and store the codes as int32 .npy files."""
-    from pyrater.simulation import simulate_dawid_skene
+    from pyrater.models import simulate_dawid_skene
 
     I = n_ratings // RATERS_PER_ITEM
     J = n_raters_for(n_ratings)
@@ -108,7 +108,7 @@ def simulate(n_ratings: int, out: Path) -> dict:
     np.save(out / "rating.npy", d.rating.astype(np.int32))
     np.save(out / "z.npy", sim.z.astype(np.int32))
     # accuracy of the Bayes classifier that knows the true parameters
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     lp, _ = class_log_posterior(d.counts, np.log(sim.pi), np.log(sim.theta))
     oracle = float(np.mean(lp.argmax(1) == sim.z))
@@ -129,15 +129,20 @@ def warm_up_numba() -> float:
     import warnings
 
     from pyrater.data import RatingData
-    from pyrater.native.em import EMConvergenceWarning, em
+    from pyrater.inference.em.algorithm import EMConvergenceWarning, em
 
     t0 = time.perf_counter()
     try:
-        import pyrater.native._fused  # noqa: F401
+        import pyrater.inference.em._fused  # noqa: F401
     except ImportError:
         return float("nan")
-    tiny = RatingData.from_codes(np.array([0, 0, 1, 1], np.int32), np.array([0, 1, 0, 1], np.int32),
-                                 np.array([0, 1, 1, 1], np.int32), n_categories=K, n_items=2)
+    tiny = RatingData.from_codes(
+        np.array([0, 0, 1, 1], np.int32),
+        np.array([0, 1, 0, 1], np.int32),
+        np.array([0, 1, 1, 1], np.int32),
+        n_categories=K,
+        n_items=2,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
         em(tiny, method="ml", max_iter=2, backend="numba")
@@ -158,7 +163,7 @@ def worker_pyrater(folder: Path, n_iter: int, n_threads: int = 1, backend: str =
     import warnings
 
     from pyrater.data import RatingData
-    from pyrater.native.em import EMConvergenceWarning, em
+    from pyrater.inference.em.algorithm import EMConvergenceWarning, em
 
     kernel_load = warm_up_numba() if backend != "scipy" else float("nan")  # the scipy path never imports numba
     base = current_mib()
@@ -170,7 +175,7 @@ def worker_pyrater(folder: Path, n_iter: int, n_threads: int = 1, backend: str =
     data = RatingData.from_codes(item, rater, rating, n_categories=K, n_items=z.size)
     del item, rater, rating
     t_codes = time.perf_counter() - t0
-    data.counts  # the per-unit count matrix (cached on the data; built once)
+    _ = data.counts  # the per-unit count matrix (cached on the data; built once)
     t_data = time.perf_counter() - t0
     mem_data = peak_mib()
     t1, c1 = time.perf_counter(), time.process_time()
@@ -282,9 +287,12 @@ def versions(crowdkit_python: str | None) -> dict:
             py, npv, pdv, ck = res.stdout.split()
             out["crowdkit_env"] = {"python": py, "numpy": npv, "pandas": pdv, "crowd-kit": ck}
     try:
-        cpu = [ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-               if ln.startswith("Model name")][0]
-    except Exception:  # noqa: BLE001 - lscpu missing is not fatal
+        cpu = [
+            ln.split(":", 1)[1].strip()
+            for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if ln.startswith("Model name")
+        ][0]
+    except Exception:  # lscpu missing is not fatal
         cpu = platform.processor()
     out["cpu"] = cpu
     out["cores"] = os.cpu_count()
@@ -294,16 +302,31 @@ def versions(crowdkit_python: str | None) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6, 1e7])
-    ap.add_argument("--iters", nargs="+", type=int, default=None,
-                    help="iterations per size (default 10, and 5 at 1e7 ratings)")
+    ap.add_argument(
+        "--iters", nargs="+", type=int, default=None, help="iterations per size (default 10, and 5 at 1e7 ratings)"
+    )
     ap.add_argument("--crowdkit-python", default="/tmp/benchenv/bin/python")
     ap.add_argument("--no-crowdkit", action="store_true")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="runs per method and size, interleaved; the fastest is reported (crowd-kit runs once at 1e7)")
-    ap.add_argument("--pyrater-threads", nargs="+", type=int, default=[1],
-                    help="n_threads values for pyrater's numba backend, each run as its own method (default 1)")
-    ap.add_argument("--pyrater-backends", nargs="+", default=["auto"], choices=["auto", "numba", "scipy"],
-                    help="em(backend=...) values, each run as its own method (default auto)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per method and size, interleaved; the fastest is reported (crowd-kit runs once at 1e7)",
+    )
+    ap.add_argument(
+        "--pyrater-threads",
+        nargs="+",
+        type=int,
+        default=[1],
+        help="n_threads values for pyrater's numba backend, each run as its own method (default 1)",
+    )
+    ap.add_argument(
+        "--pyrater-backends",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "numba", "scipy"],
+        help="em(backend=...) values, each run as its own method (default auto)",
+    )
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--markdown", default=None, help="also write a Markdown table here")
     args = ap.parse_args(argv)
@@ -313,7 +336,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--iters needs one value per size")
     ck = None if args.no_crowdkit else args.crowdkit_python
     if ck and not Path(ck).exists():
-        ap.error(f"crowd-kit interpreter {ck} not found; create the venv (see the module docstring) or pass --no-crowdkit")
+        ap.error(
+            f"crowd-kit interpreter {ck} not found; create the venv (see the module docstring) or pass --no-crowdkit"
+        )
 
     info = versions(ck)
     info["bandwidth_GBps"] = bandwidth_gbs()
@@ -326,8 +351,12 @@ def main(argv: list[str] | None = None) -> None:
             meta = simulate(n, folder)
             bound = one_pass_bytes(meta["n_ratings"], meta["n_items"]) / (info["bandwidth_GBps"] * 1e9)
             # interleave the methods, repeat, keep each method's fastest run (the machine is shared)
-            names = {(b, t): method_name(b, t) for b in args.pyrater_backends for t in args.pyrater_threads
-                     if t == 1 or b != "scipy"}  # threads only matter for the numba backend
+            names = {
+                (b, t): method_name(b, t)
+                for b in args.pyrater_backends
+                for t in args.pyrater_threads
+                if t == 1 or b != "scipy"
+            }  # threads only matter for the numba backend
             runs: dict[str, list[dict]] = {name: [] for name in names.values()}
             runs["crowd-kit"] = []
             for rep in range(args.repeats):
@@ -336,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
                 if ck and (rep == 0 or n < 10**7):
                     runs["crowd-kit"].append(run_worker(ck, "worker-crowdkit", folder, n_iter))
             results = []
-            for name, rs in runs.items():
+            for rs in runs.values():
                 ok = [r for r in rs if "error" not in r]
                 if not ok:
                     results.extend(rs[:1])
@@ -351,16 +380,20 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(r)
                 print(json.dumps(r), flush=True)
     print()
-    head = (f"{'ratings':>9} {'items':>8} {'raters':>6} {'method':>9} {'iters':>5} {'s/iter':>9} "
-            f"{'CPU s/it':>9} {'total s':>8} {'peak MiB':>9} {'accuracy':>8} {'oracle':>7} {'x pass':>7}")
+    head = (
+        f"{'ratings':>9} {'items':>8} {'raters':>6} {'method':>9} {'iters':>5} {'s/iter':>9} "
+        f"{'CPU s/it':>9} {'total s':>8} {'peak MiB':>9} {'accuracy':>8} {'oracle':>7} {'x pass':>7}"
+    )
     print(head)
     for r in rows:
         if "error" in r:
             print(f"{r['n_ratings']:>9} {r['method']:>28} ERROR {r['error']}")
             continue
-        print(f"{r['n_ratings']:>9} {r['n_items']:>8} {r['n_raters']:>6} {r['method']:>9} {r['iterations']:>5} "
-              f"{r['per_iter_s']:>9.4f} {r['cpu_per_iter_s']:>9.4f} {r['fit_s']:>8.2f} {r['peak_mib']:>9.0f} {r['accuracy']:>8.4f} "
-              f"{r['oracle_accuracy']:>7.4f} {r['per_iter_s'] / r['one_pass_bound_s']:>7.1f}")
+        print(
+            f"{r['n_ratings']:>9} {r['n_items']:>8} {r['n_raters']:>6} {r['method']:>9} {r['iterations']:>5} "
+            f"{r['per_iter_s']:>9.4f} {r['cpu_per_iter_s']:>9.4f} {r['fit_s']:>8.2f} {r['peak_mib']:>9.0f} {r['accuracy']:>8.4f} "
+            f"{r['oracle_accuracy']:>7.4f} {r['per_iter_s'] / r['one_pass_bound_s']:>7.1f}"
+        )
     info["load_average_at_end"] = os.getloadavg()
     print(f"load average at start {info['load_average_at_start']}, at end {info['load_average_at_end']}")
     if args.json:
@@ -391,10 +424,14 @@ def markdown_table(rows: list[dict]) -> str:
             loop = f"{r['loop_per_iter_s']:.4f}" if "loop_per_iter_s" in r else "n/a"
             speed = ""
             if name.startswith("pyrater") and ck and "error" not in ck:
-                speed = (f"{ck['per_iter_s'] / r['per_iter_s']:.0f}x wall, "
-                         f"{ck['cpu_per_iter_s'] / r['cpu_per_iter_s']:.0f}x CPU")
+                speed = (
+                    f"{ck['per_iter_s'] / r['per_iter_s']:.0f}x wall, "
+                    f"{ck['cpu_per_iter_s'] / r['cpu_per_iter_s']:.0f}x CPU"
+                )
             label = f"{name} ({r['backend']})" if "backend" in r else name
-            numba_load = f"{r['kernel_load_s']:.2f}" if r.get("kernel_load_s", float("nan")) == r.get("kernel_load_s") else "n/a"
+            numba_load = (
+                f"{r['kernel_load_s']:.2f}" if r.get("kernel_load_s", float("nan")) == r.get("kernel_load_s") else "n/a"
+            )
             out.append(
                 f"| {n:,} | {r['n_items']:,} | {r['n_raters']:,} | {label} | {r['iterations']} | {r['per_iter_s']:.4f} "
                 f"| {r['cpu_per_iter_s']:.4f} "
@@ -410,8 +447,12 @@ if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1].startswith("worker-"):
         mode, folder, n_iter = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
         if mode == "worker-pyrater":
-            out = worker_pyrater(folder, n_iter, int(sys.argv[4]) if len(sys.argv) > 4 else 1,
-                                 sys.argv[5] if len(sys.argv) > 5 else "auto")
+            out = worker_pyrater(
+                folder,
+                n_iter,
+                int(sys.argv[4]) if len(sys.argv) > 4 else 1,
+                sys.argv[5] if len(sys.argv) > 5 else "auto",
+            )
         else:
             out = worker_crowdkit(folder, n_iter)
         print(json.dumps(out), flush=True)

@@ -72,23 +72,50 @@ def compare_with_nuts(name: str, draws: int, gibbs_draws: int, seed: int, pi_mov
         warnings.simplefilter("ignore")
         for moves in [0] + ([pi_moves] if pi_moves else []):
             t = time.perf_counter()
-            g = pyrater.fit(data, "dawid_skene", method="gibbs", chains=4, warmup=gibbs_draws // 2,
-                            draws=gibbs_draws, seed=seed, log_lik=False, pi_moves=moves)
-            runs.append(("Gibbs" + (f" (pi_moves={moves})" if moves else ""), g, time.perf_counter() - t,
-                         gibbs_draws))
+            g = pyrater.fit(
+                data,
+                "dawid_skene",
+                method="gibbs",
+                chains=4,
+                warmup=gibbs_draws // 2,
+                draws=gibbs_draws,
+                seed=seed,
+                log_lik=False,
+                pi_moves=moves,
+            )
+            runs.append(("Gibbs" + (f" (pi_moves={moves})" if moves else ""), g, time.perf_counter() - t, gibbs_draws))
         t = time.perf_counter()
-        s = pyrater.fit(data, "dawid_skene", method="mcmc", chains=4, warmup=draws, draws=draws, seed=seed,
-                        progress=False, log_lik=False)
+        s = pyrater.fit(
+            data,
+            "dawid_skene",
+            method="mcmc",
+            chains=4,
+            warmup=draws,
+            draws=draws,
+            seed=seed,
+            progress=False,
+            log_lik=False,
+        )
         runs.append(("NUTS", s, time.perf_counter() - t, draws))
     for label, f, wall, n in runs:
         ess = min_bulk_ess(f)
-        rows.append({
-            "data": name, "ratings": data.n_ratings, "raters": data.n_raters, "K": data.n_categories,
-            "method": label, "engine": f.engine, "draws/chain": n, "sampling s": f.elapsed, "wall s": wall,
-            "min bulk ESS": ess, "min ESS/s": ess / f.elapsed,
-            "max Rhat": f.mcmc_diagnostics(warn=False).attrs["max_rhat"],
-            "pi mean": np.round(np.asarray(f.draws["pi"]).mean((0, 1)), 4).tolist(),
-        })
+        rows.append(
+            {
+                "data": name,
+                "ratings": data.n_ratings,
+                "raters": data.n_raters,
+                "K": data.n_categories,
+                "method": label,
+                "engine": f.engine,
+                "draws/chain": n,
+                "sampling s": f.elapsed,
+                "wall s": wall,
+                "min bulk ESS": ess,
+                "min ESS/s": ess / f.elapsed,
+                "max Rhat": f.mcmc_diagnostics(warn=False).attrs["max_rhat"],
+                "pi mean": np.round(np.asarray(f.draws["pi"]).mean((0, 1)), 4).tolist(),
+            }
+        )
     return rows
 
 
@@ -113,8 +140,7 @@ def simulate(n_ratings: int, K: int = 5, per_item: int = 10, n_raters: int = 100
         sl = slice(start, start + 1_000_000)
         cum = np.cumsum(theta[rater[sl], z[item[sl]]], axis=1)
         rating[sl] = np.minimum((rng.random(cum.shape[0])[:, None] > cum).sum(axis=1), K - 1)
-    return pyrater.RatingData.from_codes(item, rater, rating, n_categories=K, n_items=I, n_raters=n_raters,
-                                         copy=False)
+    return pyrater.RatingData.from_codes(item, rater, rating, n_categories=K, n_items=I, n_raters=n_raters, copy=False)
 
 
 def one_size(n_ratings: int, chains: int, draws: int, warmup: int, thin: int) -> dict:
@@ -132,8 +158,17 @@ def one_size(n_ratings: int, chains: int, draws: int, warmup: int, thin: int) ->
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        f = pyrater.fit(data, "dawid_skene", method="gibbs", chains=chains, warmup=warmup, draws=draws, thin=thin,
-                        seed=1, log_lik=False)
+        f = pyrater.fit(
+            data,
+            "dawid_skene",
+            method="gibbs",
+            chains=chains,
+            warmup=warmup,
+            draws=draws,
+            thin=thin,
+            seed=1,
+            log_lik=False,
+        )
     wall = time.perf_counter() - t
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
@@ -141,12 +176,22 @@ def one_size(n_ratings: int, chains: int, draws: int, warmup: int, thin: int) ->
     draws_mib = sum(np.asarray(v).nbytes for v in f.draws.values()) / 2**20
     ess = min_bulk_ess(f)
     return {
-        "ratings": data.n_ratings, "items": data.n_units, "raters": data.n_raters, "K": data.n_categories,
-        "chains": chains, "warmup": warmup, "draws/chain": draws, "thin": thin,
-        "simulate s": round(t_sim, 1), "fit wall s": round(wall, 1), "sampling s": round(f.elapsed, 1),
-        "fit CPU s": round(cpu, 1), "CPU ms/sweep": round(1000 * cpu / sweeps, 2),
+        "ratings": data.n_ratings,
+        "items": data.n_units,
+        "raters": data.n_raters,
+        "K": data.n_categories,
+        "chains": chains,
+        "warmup": warmup,
+        "draws/chain": draws,
+        "thin": thin,
+        "simulate s": round(t_sim, 1),
+        "fit wall s": round(wall, 1),
+        "sampling s": round(f.elapsed, 1),
+        "fit CPU s": round(cpu, 1),
+        "CPU ms/sweep": round(1000 * cpu / sweeps, 2),
         "stored draws MiB": round(draws_mib),
-        "min bulk ESS": round(ess), "min ESS/s": round(ess / f.elapsed, 1),
+        "min bulk ESS": round(ess),
+        "min ESS/s": round(ess / f.elapsed, 1),
         "max Rhat": round(f.mcmc_diagnostics(warn=False).attrs["max_rhat"], 4),
         "peak RSS MiB (after data)": round(rss_data),
         "peak RSS MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -158,9 +203,11 @@ def machine() -> str:
     import numpy
 
     load = os.getloadavg()
-    return (f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"numpy {numpy.__version__}, numba {numba.__version__}; load average at start "
-            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
+    return (
+        f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"numpy {numpy.__version__}, numba {numba.__version__}; load average at start "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS_gibbs.md")
     ap.add_argument("--json", type=Path, default=HERE / "bench_gibbs.json")
     ap.add_argument("--chains", type=int, default=4)
-    ap.add_argument("--pi-moves", type=int, default=0,
-                    help="also run Gibbs with this many marginal pi moves per sweep beside plain Gibbs")
+    ap.add_argument(
+        "--pi-moves",
+        type=int,
+        default=0,
+        help="also run Gibbs with this many marginal pi moves per sweep beside plain Gibbs",
+    )
     args = ap.parse_args(argv)
     if args.one_size:
         print(json.dumps(one_size(args.one_size, args.chains, args.draws, args.warmup, args.thin)))
@@ -194,9 +245,25 @@ def main(argv: list[str] | None = None) -> int:
         result["nuts"] = rows
     sizes = []
     for n in args.sizes:
-        out = subprocess.run([sys.executable, __file__, "--one-size", str(n), "--draws", str(args.draws),
-                              "--warmup", str(args.warmup), "--thin", str(args.thin), "--chains", str(args.chains)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one-size",
+                str(n),
+                "--draws",
+                str(args.draws),
+                "--warmup",
+                str(args.warmup),
+                "--thin",
+                str(args.thin),
+                "--chains",
+                str(args.chains),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         row = json.loads(out.stdout.strip().splitlines()[-1])
         print(row, flush=True)
         sizes.append(row)

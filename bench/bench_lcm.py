@@ -1,4 +1,4 @@
-"""Benchmark of pyrater.lcm: speed at scale and accuracy on replicated simulations.
+"""Benchmark of pyrater.contrib.lcm: speed at scale and accuracy on replicated simulations.
 
 Run from the repository root::
 
@@ -22,7 +22,7 @@ import time
 import numpy as np
 import scipy
 
-from pyrater.lcm import LatentGraphLCM, auc, default_truth, exact_posterior, simulate_lcm
+from pyrater.contrib.lcm import LatentGraphLCM, auc, default_truth, exact_posterior, simulate_lcm
 
 
 def speed(repeats: int) -> None:
@@ -63,22 +63,36 @@ def accuracy(replicates: int) -> None:
             s = fit.summary()
             P = fit.edge_prob_array[iu]
             sep = P[true_edge].min() - P[~true_edge].max() if graph else np.nan
-            res[key].append([a_exact - auc(L, fit.q_array), np.abs(s.gamma_mean - truth.gamma).mean(),
-                             np.abs(s.delta_mean - truth.delta).mean(), fit.rho_mean, sep > 0.5, fit.n_iter])
+            res[key].append(
+                [
+                    a_exact - auc(L, fit.q_array),
+                    np.abs(s.gamma_mean - truth.gamma).mean(),
+                    np.abs(s.delta_mean - truth.delta).mean(),
+                    fit.rho_mean,
+                    sep > 0.5,
+                    fit.n_iter,
+                ]
+            )
             if graph:
                 gbias.append(s.gamma_mean.to_numpy() - truth.gamma)
     print(f"\n### Accuracy: K = 5, 500 cases, 500 controls, silver standard on 25% of cases, {replicates} data sets\n")
-    print("| model | AUC gap to exact (mean / max) | mean abs gamma error (mean / max) | mean abs delta error (max) "
-          "| E[rho] (mean; truth 2.5) | true graph recovered | iterations (mean) |")
+    print(
+        "| model | AUC gap to exact (mean / max) | mean abs gamma error (mean / max) | mean abs delta error (max) "
+        "| E[rho] (mean; truth 2.5) | true graph recovered | iterations (mean) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for key in ("graph", "nograph"):
         r = np.array(res[key], dtype=float)
         graph_ok = f"{int(r[:, 4].sum())}/{len(r)}" if key == "graph" else "n/a"
-        print(f"| {'with graph' if key == 'graph' else 'without graph'} | {r[:, 0].mean():.4f} / {r[:, 0].max():.4f} "
-              f"| {r[:, 1].mean():.3f} / {r[:, 1].max():.3f} | {r[:, 2].max():.3f} | {r[:, 3].mean():.2f} "
-              f"| {graph_ok} | {r[:, 5].mean():.0f} |")
-    print(f"\nSigned gamma error per target (with graph, mean over data sets): {np.round(np.mean(gbias, 0), 3).tolist()}"
-          f" for truth gamma = {truth.gamma.tolist()}; edges (T1,T2), (T3,T4).")
+        print(
+            f"| {'with graph' if key == 'graph' else 'without graph'} | {r[:, 0].mean():.4f} / {r[:, 0].max():.4f} "
+            f"| {r[:, 1].mean():.3f} / {r[:, 1].max():.3f} | {r[:, 2].max():.3f} | {r[:, 3].mean():.2f} "
+            f"| {graph_ok} | {r[:, 5].mean():.0f} |"
+        )
+    print(
+        f"\nSigned gamma error per target (with graph, mean over data sets): {np.round(np.mean(gbias, 0), 3).tolist()}"
+        f" for truth gamma = {truth.gamma.tolist()}; edges (T1,T2), (T3,T4)."
+    )
 
 
 def main() -> None:

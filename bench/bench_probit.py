@@ -11,7 +11,7 @@ test resampling, z draws) on simulated correlated annotators, timed as wall
 clock and CPU time, without and with 10% missing labels.
 
 Calibration: data sets simulated from the probit model with correlated
-annotators (:func:`pyrater.probit.calibration.default_simulation`); coverage
+annotators (:func:`pyrater.contrib.probit.calibration.default_simulation`); coverage
 of the 90% intervals of the group counts for the probit model with the
 tetrachoric and the signed-probit estimators and the independence model.
 """
@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import scipy
 
-import pyrater.probit as pp
-from pyrater.probit.calibration import calibration_study, coverage_table, default_models, default_simulation
+import pyrater.contrib.probit as pp
+from pyrater.contrib.probit.calibration import calibration_study, coverage_table, default_models, default_simulation
 
 
 def machine() -> str:
@@ -114,9 +114,7 @@ def main() -> None:
         tab = coverage_table(study).reset_index()
         print(markdown(tab))
         # coverage split by group prevalence: where the shared pi misleads
-        study["truth_prop"] = np.where(
-            study["target"] == "population", study["truth"] / 2000, study["truth"] / 100
-        )
+        study["truth_prop"] = np.where(study["target"] == "population", study["truth"] / 2000, study["truth"] / 100)
         study["prevalence band"] = pd.cut(study["truth_prop"], [0, 0.1, 0.2, 0.3, 1.0], include_lowest=True)
         by = (
             study.groupby(["target", "model", "prevalence band"], observed=True, sort=False)["covered"]

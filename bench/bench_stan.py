@@ -45,8 +45,8 @@ sys.path.insert(0, str(REPO / "python"))
 import arviz as az  # noqa: E402
 
 from pyrater import DawidSkene, RatingData  # noqa: E402
-from pyrater.engines import get_engine  # noqa: E402
-from pyrater.stan_data import stan_data, stan_inits  # noqa: E402
+from pyrater.inference.stan.data import stan_data, stan_inits  # noqa: E402
+from pyrater.inference.stan.engines import get_engine  # noqa: E402
 
 SHARED = Path(os.environ.get("PYRATER_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -71,9 +71,15 @@ def simulate_incomplete(n_ratings: int = 50_000, I: int = 10_000, J: int = 50, K
 
 def textbook_data(data: RatingData, d: dict) -> dict:
     return {
-        "K": d["K"], "I": d["I"], "J": d["J"], "N": data.n_ratings,
-        "ii": data.unit + 1, "jj": data.rater + 1, "y": data.rating + 1,
-        "alpha": d["alpha"], "beta": d["beta"],
+        "K": d["K"],
+        "I": d["I"],
+        "J": d["J"],
+        "N": data.n_ratings,
+        "ii": data.unit + 1,
+        "jj": data.rater + 1,
+        "y": data.rating + 1,
+        "alpha": d["alpha"],
+        "beta": d["beta"],
     }
 
 
@@ -95,23 +101,32 @@ def run_pair(eng, data: RatingData, label: str, chains: int, warmup: int, draws:
         for which in ("pyrater", "textbook"):
             start = time.perf_counter()
             if which == "pyrater":
-                fit = eng.sample("dawid_skene", d, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                                 inits=inits, progress=False)
+                fit = eng.sample(
+                    "dawid_skene", d, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=False
+                )
             else:
-                fit = eng.sample_code(textbook, dt, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                                      inits=inits, progress=False)
+                fit = eng.sample_code(
+                    textbook, dt, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=False
+                )
             wall = time.perf_counter() - start
             ess = min_bulk_ess(fit)
             t_samp = float(np.sum(fit.stan_time[:, 1]))
             t_warm = float(np.sum(fit.stan_time[:, 0]))
-            rows.append({
-                "data": label, "program": which, "seed": seed, "min_bulk_ess": ess,
-                "sampling_s": t_samp, "warmup_s": t_warm, "wall_s": wall,
-                "ess_per_s": ess / t_samp,
-                "grad_evals": int(fit.sample_stats["n_steps"].sum()),
-                "s_per_1000_grads": 1000 * t_samp / max(1, int(fit.sample_stats["n_steps"].sum())),
-                "divergences": int(fit.sample_stats["diverging"].sum()),
-            })
+            rows.append(
+                {
+                    "data": label,
+                    "program": which,
+                    "seed": seed,
+                    "min_bulk_ess": ess,
+                    "sampling_s": t_samp,
+                    "warmup_s": t_warm,
+                    "wall_s": wall,
+                    "ess_per_s": ess / t_samp,
+                    "grad_evals": int(fit.sample_stats["n_steps"].sum()),
+                    "s_per_1000_grads": 1000 * t_samp / max(1, int(fit.sample_stats["n_steps"].sum())),
+                    "divergences": int(fit.sample_stats["diverging"].sum()),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -129,17 +144,24 @@ def run_grouped(eng, chains: int, warmup: int, draws: int, seeds: list[int]) -> 
         for label, data in (("grouped", grouped), ("long", long)):
             d = stan_data(data, DawidSkene(), log_lik=False)
             start = time.perf_counter()
-            fit = eng.sample("dawid_skene", d, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits,
-                             progress=False)
+            fit = eng.sample(
+                "dawid_skene", d, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=False
+            )
             wall = time.perf_counter() - start
             ess = min_bulk_ess(fit)
             t_samp = float(np.sum(fit.stan_time[:, 1]))
-            rows.append({
-                "data": f"caries {label} ({data.n_units} units, {data.n_ratings} ratings)", "seed": seed,
-                "min_bulk_ess": ess, "sampling_s": t_samp, "warmup_s": float(np.sum(fit.stan_time[:, 0])),
-                "wall_s": wall, "ess_per_s": ess / t_samp,
-                "pi_mean": np.round(fit.draws["pi"].mean(axis=(0, 1)), 4).tolist(),
-            })
+            rows.append(
+                {
+                    "data": f"caries {label} ({data.n_units} units, {data.n_ratings} ratings)",
+                    "seed": seed,
+                    "min_bulk_ess": ess,
+                    "sampling_s": t_samp,
+                    "warmup_s": float(np.sum(fit.stan_time[:, 0])),
+                    "wall_s": wall,
+                    "ess_per_s": ess / t_samp,
+                    "pi_mean": np.round(fit.draws["pi"].mean(axis=(0, 1)), 4).tolist(),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -154,15 +176,19 @@ def machine() -> str:
     import httpstan
     import stan
 
-    return (f"{platform.platform()}, {cpu}, {os.cpu_count()} CPUs (shared with other processes); "
-            f"Python {platform.python_version()}, pystan {stan.__version__ if hasattr(stan, '__version__') else '3'}, "
-            f"httpstan {httpstan.__version__} (Stan 2.35), numpy {np.__version__}, arviz {az.__version__}")
+    return (
+        f"{platform.platform()}, {cpu}, {os.cpu_count()} CPUs (shared with other processes); "
+        f"Python {platform.python_version()}, pystan {stan.__version__ if hasattr(stan, '__version__') else '3'}, "
+        f"httpstan {httpstan.__version__} (Stan 2.35), numpy {np.__version__}, arviz {az.__version__}"
+    )
 
 
 def markdown(df: pd.DataFrame) -> str:
     """A DataFrame as a markdown table (no tabulate dependency)."""
+
     def fmt(v):
         return f"{v:.4g}" if isinstance(v, float) else str(v)
+
     out = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
     out += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(out)
@@ -171,9 +197,12 @@ def markdown(df: pd.DataFrame) -> str:
 def summarise(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     g = df.groupby(["data", "program"], sort=False).agg(
-        min_bulk_ess=("min_bulk_ess", "mean"), sampling_s=("sampling_s", "sum"),
-        ess_per_s=("ess_per_s", "mean"), s_per_1000_grads=("s_per_1000_grads", "mean"),
-        divergences=("divergences", "sum"))
+        min_bulk_ess=("min_bulk_ess", "mean"),
+        sampling_s=("sampling_s", "sum"),
+        ess_per_s=("ess_per_s", "mean"),
+        s_per_1000_grads=("s_per_1000_grads", "mean"),
+        divergences=("divergences", "sum"),
+    )
     return g
 
 
@@ -192,8 +221,13 @@ def main() -> None:
     else:
         cfg_small, cfg_big, seeds, big_seeds = (4, 1000, 1000), (2, 200, 200), [1, 2, 3], [1]
     rows = run_pair(eng, anes, f"anaesthesia ({anes.n_units} items, {anes.n_ratings} ratings)", *cfg_small, seeds)
-    rows += run_pair(eng, big, f"simulated ({big.n_units} items, {big.n_raters} raters, {big.n_ratings} ratings)",
-                     *cfg_big, big_seeds)
+    rows += run_pair(
+        eng,
+        big,
+        f"simulated ({big.n_units} items, {big.n_raters} raters, {big.n_ratings} ratings)",
+        *cfg_big,
+        big_seeds,
+    )
     grouped_rows = run_grouped(eng, *cfg_small, seeds[:2])
     table = summarise(rows)
     print(table.to_string())
@@ -249,16 +283,23 @@ def write_results(rows, table, ratios, grouped_rows, cfg_small, cfg_big, seeds, 
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for (data_label, program), r in table.iterrows():
-        lines.append(f"| {data_label} | {program} | {r.min_bulk_ess:.0f} | {r.sampling_s:.2f} | {r.ess_per_s:.1f} | "
-                     f"{r.s_per_1000_grads:.3f} | {int(r.divergences)} |")
+        lines.append(
+            f"| {data_label} | {program} | {r.min_bulk_ess:.0f} | {r.sampling_s:.2f} | {r.ess_per_s:.1f} | "
+            f"{r.s_per_1000_grads:.3f} | {int(r.divergences)} |"
+        )
     lines += ["", "## Speed-up (ESS/s ratio, pyrater / textbook; target >= 2)", ""]
     for data_label, ratio in ratios.items():
         lines.append(f"- {data_label}: **{ratio:.1f}x**")
     lines += ["", "## All runs", "", markdown(pd.DataFrame(rows))]
     if grouped_rows:
-        lines += ["", "## Grouped vs long (caries, pyrater's program)", "",
-                  "Same model and seeds; the grouped data has one unit per distinct pattern weighted by its tally.",
-                  "", markdown(pd.DataFrame(grouped_rows))]
+        lines += [
+            "",
+            "## Grouped vs long (caries, pyrater's program)",
+            "",
+            "Same model and seeds; the grouped data has one unit per distinct pattern weighted by its tally.",
+            "",
+            markdown(pd.DataFrame(grouped_rows)),
+        ]
     lines += ["", "## Notes", ""] + NOTES
     (HERE / "RESULTS_stan.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {HERE / 'RESULTS_stan.md'}")

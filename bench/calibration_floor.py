@@ -8,7 +8,7 @@ on the same fits and the same splits:
 
 1. **Oracle map.**  For each data set and method, the floor and temperature
    are fitted by maximum likelihood on *all* gold items
-   (``pyrater.calibration.fit_calibration_map(..., prior_sd=None)``), and
+   (``pyrater.checking.calibration.fit_calibration_map(..., prior_sd=None)``), and
    ``q*`` = that map applied to the fit's class probabilities of the gold
    items.
 2. **Simulated world.**  Labels ``y~_i ~ Categorical(q*_i)`` for every gold
@@ -32,7 +32,7 @@ on the same fits and the same splits:
 
 ``exact-map - noise`` is the cost of estimating the map from few items;
 ``observed - exact-map`` is the cost of its shape on the real data.  The
-maps are computed with ``pyrater.calibration``'s own functions, the prior
+maps are computed with ``pyrater.checking.calibration``'s own functions, the prior
 over ``T`` once per fit; the first split of every fit is checked against
 ``pyrater.calibrate`` (same probabilities to 1e-10), so the numbers are
 those of ``calibrate``'s default.
@@ -64,12 +64,11 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import pyrater  # noqa: E402
 import realdata as rd  # noqa: E402
 import realdata_calibration as rc  # noqa: E402
-
-import pyrater  # noqa: E402
-from pyrater import calibration as cal  # noqa: E402
-from pyrater.evaluate import _probs, expected_calibration_error  # noqa: E402
+from pyrater.checking import calibration as cal  # noqa: E402
+from pyrater.checking.scoring import _probs, expected_calibration_error  # noqa: E402
 
 METHODS = ("MV", "DS-ML", "DS-MAP", "CC-ML", "CC-MAP", "HOM-ML", "HOM-MAP", "Gibbs-DS", "Gibbs-CC", "Gibbs-HOM")
 DRAWS = 4
@@ -102,8 +101,14 @@ class DefaultMap:
         return cal.apply_bayes_temperature(cal._log_probs(p_out, c), w)
 
 
-def floor_rows(ds: rd.Dataset, method: str, probs: pd.DataFrame, n_splits: int = rc.N_SPLITS,
-               draws: int = DRAWS, seed: int = rc.SEED) -> list[dict]:
+def floor_rows(
+    ds: rd.Dataset,
+    method: str,
+    probs: pd.DataFrame,
+    n_splits: int = rc.N_SPLITS,
+    draws: int = DRAWS,
+    seed: int = rc.SEED,
+) -> list[dict]:
     """Observed, exact-map and noise ECE on every split and fraction of the study, for one fit."""
     K = probs.shape[1]
     p_all = _probs(probs.to_numpy(dtype=float))
@@ -131,16 +136,34 @@ def floor_rows(ds: rd.Dataset, method: str, probs: pd.DataFrame, n_splits: int =
                 ys = draw_labels(q_star, np.random.default_rng([seed, split, 1, d]))
                 exact.append(_ece(ys[~mask], mapper(P[mask], ys[mask], P[~mask])))
                 noise.append(_ece(ys[~mask], q_star[~mask]))
-            out.append({"dataset": ds.name, "method": method, "K": K, "fraction": frac, "split": split,
-                        "n_cal": n_cal, "n_scored": int((~mask).sum()), "oracle_T": t0, "oracle_floor": c0,
-                        "oracle_ece_in_sample": _ece(y, q_star),
-                        "observed": _ece(y[~mask], q), "exact_map": float(np.mean(exact)),
-                        "noise": float(np.mean(noise))})
+            out.append(
+                {
+                    "dataset": ds.name,
+                    "method": method,
+                    "K": K,
+                    "fraction": frac,
+                    "split": split,
+                    "n_cal": n_cal,
+                    "n_scored": int((~mask).sum()),
+                    "oracle_T": t0,
+                    "oracle_floor": c0,
+                    "oracle_ece_in_sample": _ece(y, q_star),
+                    "observed": _ece(y[~mask], q),
+                    "exact_map": float(np.mean(exact)),
+                    "noise": float(np.mean(noise)),
+                }
+            )
     return out
 
 
-def run(data_dir: Path, names: list[str] | None, methods: list[str], out_dir: Path,
-        n_splits: int = rc.N_SPLITS, draws: int = DRAWS) -> pd.DataFrame:
+def run(
+    data_dir: Path,
+    names: list[str] | None,
+    methods: list[str],
+    out_dir: Path,
+    n_splits: int = rc.N_SPLITS,
+    draws: int = DRAWS,
+) -> pd.DataFrame:
     machine = rd.machine_state()
     t0 = time.perf_counter()
     names = rd.list_datasets(data_dir) if names is None else list(names)
@@ -156,9 +179,14 @@ def run(data_dir: Path, names: list[str] | None, methods: list[str], out_dir: Pa
             r = floor_rows(ds, method, probs, n_splits=n_splits, draws=draws)
             rows += r
             g = pd.DataFrame(r).groupby("fraction")[["observed", "exact_map", "noise"]].mean()
-            print(f"  {method:9s} {time.perf_counter() - t:6.1f} s  " + "  ".join(
-                f"{f:.0%}: observed {v.observed:.3f} exact-map {v.exact_map:.3f} noise {v.noise:.3f}"
-                for f, v in g.iterrows()), flush=True)
+            print(
+                f"  {method:9s} {time.perf_counter() - t:6.1f} s  "
+                + "  ".join(
+                    f"{f:.0%}: observed {v.observed:.3f} exact-map {v.exact_map:.3f} noise {v.noise:.3f}"
+                    for f, v in g.iterrows()
+                ),
+                flush=True,
+            )
     total = time.perf_counter() - t0
     df = pd.DataFrame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -177,8 +205,11 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Mean over data sets (of means over splits), per method and fraction."""
     per_set = df.groupby(["method", "fraction", "dataset"], sort=False)[["observed", "exact_map", "noise"]].mean()
     s = per_set.groupby(["method", "fraction"], sort=False).agg(
-        sets=("observed", "size"), observed=("observed", "mean"), exact_map=("exact_map", "mean"),
-        noise=("noise", "mean"))
+        sets=("observed", "size"),
+        observed=("observed", "mean"),
+        exact_map=("exact_map", "mean"),
+        noise=("noise", "mean"),
+    )
     s["estimation"] = s.exact_map - s.noise
     s["shape"] = s.observed - s.exact_map
     s["exact_map_sets_over_0.05"] = (per_set.exact_map > 0.05).groupby(["method", "fraction"], sort=False).sum()
@@ -190,6 +221,7 @@ def _md(df: pd.DataFrame, nd: int = 3) -> str:
         if isinstance(v, (float, np.floating)):
             return f"{v:.{nd}f}"
         return str(v)
+
     lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * df.shape[1]]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
@@ -199,19 +231,32 @@ def write_report(out_dir: Path) -> Path:
     df = pd.read_csv(out_dir / CSV)
     meta = dict(line.split(": ", 1) for line in (out_dir / META).read_text().splitlines() if ": " in line)
     s = summary(df)
-    tab = s.assign(fraction=s.fraction.map("{:.0%}".format)).rename(columns={
-        "observed": "ECE after, real labels", "exact_map": "ECE after, exact map",
-        "noise": "ECE noise floor", "estimation": "cost of estimating the map",
-        "shape": "cost of the map's shape", "exact_map_sets_over_0.05": "sets with exact-map ECE > 0.05"})
+    tab = s.assign(fraction=s.fraction.map("{:.0%}".format)).rename(
+        columns={
+            "observed": "ECE after, real labels",
+            "exact_map": "ECE after, exact map",
+            "noise": "ECE noise floor",
+            "estimation": "cost of estimating the map",
+            "shape": "cost of the map's shape",
+            "exact_map_sets_over_0.05": "sets with exact-map ECE > 0.05",
+        }
+    )
     five = s[s.fraction == 0.05]
-    per5 = (df[df.fraction == 0.05].groupby(["dataset", "method"], sort=False)[["n_cal", "observed", "exact_map", "noise"]]
-            .mean())
+    per5 = (
+        df[df.fraction == 0.05]
+        .groupby(["dataset", "method"], sort=False)[["n_cal", "observed", "exact_map", "noise"]]
+        .mean()
+    )
     wide = per5.apply(lambda r: f"{r.observed:.3f} / {r.exact_map:.3f} / {r.noise:.3f}", axis=1).unstack("method")
     wide.insert(0, "n cal", per5.n_cal.groupby("dataset", sort=False).first().astype(int))
     wide = wide.reset_index()
     ok = five[five.exact_map <= 0.05]
-    est = (df[df.fraction == 0.05].assign(estimation=lambda d: d.exact_map - d.noise)
-           .groupby(["method", "dataset"], sort=False)[["n_cal", "estimation"]].mean())
+    est = (
+        df[df.fraction == 0.05]
+        .assign(estimation=lambda d: d.exact_map - d.noise)
+        .groupby(["method", "dataset"], sort=False)[["n_cal", "estimation"]]
+        .mean()
+    )
     small, large = est.estimation[est.n_cal < SMALL_CAL], est.estimation[est.n_cal >= SMALL_CAL]
     text = [
         "# What calibration with 5% / 10% gold items can achieve: real labels against labels simulated from an exact map",
@@ -244,14 +289,23 @@ def write_report(out_dir: Path) -> Path:
         f"{len(five)} methods ({len(ok)} of them at or below 0.05), of which {five.noise.min():.3f}-"
         f"{five.noise.max():.3f} is the noise of ECE itself on the held-out items and "
         f"{five.estimation.min():.3f}-{five.estimation.max():.3f} the cost of learning the map (mean over methods: "
-        + "; ".join(f"{v.mean():.3f} on the {v.size // max(1, len(five))} sets with {what} {SMALL_CAL} calibration items"
-                    for v, what in ((small, "fewer than"), (large, "at least")) if v.size)
+        + "; ".join(
+            f"{v.mean():.3f} on the {v.size // max(1, len(five))} sets with {what} {SMALL_CAL} calibration items"
+            for v, what in ((small, "fewer than"), (large, "at least"))
+            if v.size
+        )
         + "). The 0.05 target with 5% gold items is therefore "
         "at the limit of what any calibration of this kind can reach even when its form is exactly right; on "
         "the real labels the Dawid-Skene and class-conditional fits lose another "
-        + ", ".join(f"{r.method} {r.shape:+.3f}" for r in five.itertuples() if not r.method.startswith(("HOM", "MV", "Gibbs-HOM")))
+        + ", ".join(
+            f"{r.method} {r.shape:+.3f}"
+            for r in five.itertuples()
+            if not r.method.startswith(("HOM", "MV", "Gibbs-HOM"))
+        )
         + " to the map's shape, and the homogeneous and majority-vote probabilities "
-        + ", ".join(f"{r.method} {r.shape:+.3f}" for r in five.itertuples() if r.method.startswith(("HOM", "MV", "Gibbs-HOM")))
+        + ", ".join(
+            f"{r.method} {r.shape:+.3f}" for r in five.itertuples() if r.method.startswith(("HOM", "MV", "Gibbs-HOM"))
+        )
         + " (one temperature cannot undo one shared error matrix, or vote shares).",
         "",
     ]

@@ -11,14 +11,14 @@ Three studies, one run:
    random share of the gold items calibrates (``calibrate(probs, gold_cal,
    method, cv=5, seed=split)`` for every map of ``CAL_METHODS``; the first,
    ``calibrate``'s default, heads the report), the other gold items are scored before and
-   after (:func:`pyrater.evaluate.score`: accuracy, ECE with 15 bins, Brier,
+   after (:func:`pyrater.checking.scoring.score`: accuracy, ECE with 15 bins, Brier,
    log-loss).  The calibration set has ``max(round(fraction * gold), 10)``
    items: ``calibrate`` refuses fewer than 10 (bluebirds, 108 gold items, has
    10 = 9.3% at "5%"; flagged in the table).  ``temperature+bias`` runs only
    where the fraction gives at least ``10 K`` items.  The class
    probabilities come from one fit per method and data set on all ratings
    (the gold labels are not used by any fit).
-2. **Tempered likelihood** (:func:`pyrater.tempering.tempered_class_probabilities`):
+2. **Tempered likelihood** (:func:`tempering.tempered_class_probabilities`):
    the power chosen without gold labels by the leave-one-rating-out
    predictive log-likelihood, for every EM variant and Stan-opt; scored on
    all gold items against the untempered fit.
@@ -40,12 +40,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,12 +53,11 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import realdata as rd  # noqa: E402
-
 import pyrater  # noqa: E402
-from pyrater.calibration import min_gold_items  # noqa: E402
-from pyrater.evaluate import ece_noise_floor, reliability_diagram, score  # noqa: E402
-from pyrater.tempering import tempered_class_probabilities  # noqa: E402
+import realdata as rd  # noqa: E402
+from pyrater.checking.calibration import min_gold_items  # noqa: E402
+from pyrater.checking.scoring import ece_noise_floor, reliability_diagram, score  # noqa: E402
+from tempering import tempered_class_probabilities  # noqa: E402
 
 FRACTIONS = (0.05, 0.10)
 N_SPLITS = 8
@@ -90,9 +89,13 @@ def fit_object(method: str, ds: rd.Dataset) -> Any:
         model = rd.map_model("dawid_skene", K)
         return rd._quiet(lambda: pyrater.fit(data, model, method="optimize", seed=rd.STAN_SEED))
     if method == "Stan-MCMC":
-        return rd._quiet(lambda: pyrater.fit(data, "dawid_skene", method="mcmc", seed=rd.STAN_SEED, progress=False, **rd.MCMC))
+        return rd._quiet(
+            lambda: pyrater.fit(data, "dawid_skene", method="mcmc", seed=rd.STAN_SEED, progress=False, **rd.MCMC)
+        )
     if method in rd.GIBBS_METHODS:
-        return rd._quiet(lambda: pyrater.fit(data, rd.GIBBS_METHODS[method], method="gibbs", seed=rd.STAN_SEED, **rd.GIBBS))
+        return rd._quiet(
+            lambda: pyrater.fit(data, rd.GIBBS_METHODS[method], method="gibbs", seed=rd.STAN_SEED, **rd.GIBBS)
+        )
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -107,8 +110,11 @@ def _rel(y_items: pd.Series, probs: pd.DataFrame, **tags: Any) -> pd.DataFrame:
 def pool_reliability(df: pd.DataFrame) -> pd.DataFrame:
     """Reliability bins pooled over splits: item count and sums of confidence and correctness per bin."""
     df = df.assign(conf_sum=df.confidence.fillna(0) * df["count"], acc_sum=df.accuracy.fillna(0) * df["count"])
-    df = (df.groupby(["dataset", "method", "fraction", "stage", "bin"], sort=False)[["count", "conf_sum", "acc_sum"]]
-          .sum().reset_index())
+    df = (
+        df.groupby(["dataset", "method", "fraction", "stage", "bin"], sort=False)[["count", "conf_sum", "acc_sum"]]
+        .sum()
+        .reset_index()
+    )
     return df[df["count"] > 0].reset_index(drop=True)
 
 
@@ -129,32 +135,65 @@ def calibration_splits(
             rest = gold.drop(cal_gold.index)
             before = score(probs, rest, n_bins=rd.N_BINS)
             for cm in CAL_METHODS:
-                row = {"dataset": ds.name, "method": method, "fraction": frac, "split": split, "cal_method": cm,
-                       "n_cal": n_cal, "n_scored": len(rest), "padded": n_cal > round(frac * n)}
+                row = {
+                    "dataset": ds.name,
+                    "method": method,
+                    "fraction": frac,
+                    "split": split,
+                    "cal_method": cm,
+                    "n_cal": n_cal,
+                    "n_scored": len(rest),
+                    "padded": n_cal > round(frac * n),
+                }
                 if n_cal < min_gold_items(cm, K, CV):
                     rows.append({**row, "refused": True})
                     continue
                 cal = pyrater.calibrate(probs, cal_gold, method=cm, cv=CV, seed=split)
                 after = score(cal.probabilities, rest, n_bins=rd.N_BINS)
-                row.update({"refused": False, "temperature": cal.temperature, "floor": cal.floor,
-                            "ece_noise": ece_noise_floor(cal.probabilities.loc[rest.index].to_numpy(), rd.N_BINS,
-                                                         reps=20, seed=rng),
-                            "cv_ece": cal.scores.loc["after", "ece"], "cv_log_loss": cal.scores.loc["after", "log_loss"]})
+                row.update(
+                    {
+                        "refused": False,
+                        "temperature": cal.temperature,
+                        "floor": cal.floor,
+                        "ece_noise": ece_noise_floor(
+                            cal.probabilities.loc[rest.index].to_numpy(), rd.N_BINS, reps=20, seed=rng
+                        ),
+                        "cv_ece": cal.scores.loc["after", "ece"],
+                        "cv_log_loss": cal.scores.loc["after", "log_loss"],
+                    }
+                )
                 for m in METRICS:
                     row[f"{m}_before"] = before[m]
                     row[f"{m}_after"] = after[m]
                 rows.append(row)
                 if cm == DEFAULT_CAL:
-                    bins.append(_rel(rest, probs, dataset=ds.name, method=method, fraction=frac, split=split,
-                                     stage="before"))
-                    bins.append(_rel(rest, cal.probabilities, dataset=ds.name, method=method, fraction=frac,
-                                     split=split, stage="after"))
+                    bins.append(
+                        _rel(rest, probs, dataset=ds.name, method=method, fraction=frac, split=split, stage="before")
+                    )
+                    bins.append(
+                        _rel(
+                            rest,
+                            cal.probabilities,
+                            dataset=ds.name,
+                            method=method,
+                            fraction=frac,
+                            split=split,
+                            stage="after",
+                        )
+                    )
     return rows, bins
 
 
-def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: bool = True, mcmc: bool = True,
-        n_splits: int = N_SPLITS, log: Callable[[str], None] = print,
-        parts_dir: Path | None = None) -> dict[str, pd.DataFrame]:
+def run(
+    data_dir: Path,
+    names: list[str] | None,
+    out_dir: Path | None,
+    stan: bool = True,
+    mcmc: bool = True,
+    n_splits: int = N_SPLITS,
+    log: Callable[[str], None] = print,
+    parts_dir: Path | None = None,
+) -> dict[str, pd.DataFrame]:
     """The three studies on every data set; ``parts_dir``: keep each finished data set's rows there (pickles)
     and reuse those already there, so an interrupted run resumes where it stopped (same settings assumed)."""
     machine = rd.machine_state()
@@ -187,8 +226,16 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
             secs = time.perf_counter() - t
             probs = fit.class_probabilities()
             full = score(probs, ds.truth, n_bins=rd.N_BINS)
-            full_rows.append({"dataset": name, "method": method, "K": ds.data.n_categories, "gold": len(ds.truth),
-                              **full, "seconds": secs})
+            full_rows.append(
+                {
+                    "dataset": name,
+                    "method": method,
+                    "K": ds.data.n_categories,
+                    "gold": len(ds.truth),
+                    **full,
+                    "seconds": secs,
+                }
+            )
             r, b = calibration_splits(ds, method, probs, n_splits=n_splits)
             split_rows += r
             bins += b
@@ -199,10 +246,16 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
             if method in TEMPER_METHODS:
                 tp = tempered_class_probabilities(fit)
                 s = score(tp.probabilities, ds.truth, n_bins=rd.N_BINS)
-                temper_rows.append({"dataset": name, "method": method, "power": tp.power,
-                                    "loo_gain": tp.log_score - tp.log_score_untempered,
-                                    **{f"{m}_before": full[m] for m in METRICS},
-                                    **{f"{m}_tempered": s[m] for m in METRICS}})
+                temper_rows.append(
+                    {
+                        "dataset": name,
+                        "method": method,
+                        "power": tp.power,
+                        "loo_gain": tp.log_score - tp.log_score_untempered,
+                        **{f"{m}_before": full[m] for m in METRICS},
+                        **{f"{m}_tempered": s[m] for m in METRICS},
+                    }
+                )
                 if method in TEMPER_SPLIT_METHODS:
                     r, b = calibration_splits(ds, method + "+tempered", tp.probabilities, n_splits=n_splits)
                     split_rows += r
@@ -211,8 +264,15 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
         if part is not None:
             part.parent.mkdir(parents=True, exist_ok=True)
             lists = (split_rows, bins, temper_rows, full_rows, skipped)
-            pd.to_pickle({key: lst[n:] for key, lst, n in zip(
-                ("split_rows", "bins", "temper_rows", "full_rows", "skipped"), lists, n_before)}, part)
+            pd.to_pickle(
+                {
+                    key: lst[n:]
+                    for key, lst, n in zip(
+                        ("split_rows", "bins", "temper_rows", "full_rows", "skipped"), lists, n_before
+                    )
+                },
+                part,
+            )
     total = time.perf_counter() - t0
     out = {
         "splits": pd.DataFrame(split_rows),
@@ -221,9 +281,12 @@ def run(data_dir: Path, names: list[str] | None, out_dir: Path | None, stan: boo
         "reliability": pool_reliability(pd.concat(bins, ignore_index=True)) if bins else pd.DataFrame(),
         "skipped": pd.DataFrame(skipped, columns=["dataset", "method", "reason"]),
     }
-    meta = {"machine": machine, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "timing": f"{total:.0f} s wall-clock ({total / 60:.1f} min), {len(names)} data sets, {n_splits} splits",
-            "command": "python bench/realdata_calibration.py " + " ".join(sys.argv[1:])}
+    meta = {
+        "machine": machine,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "timing": f"{total:.0f} s wall-clock ({total / 60:.1f} min), {len(names)} data sets, {n_splits} splits",
+        "command": "python bench/realdata_calibration.py " + " ".join(sys.argv[1:]),
+    }
     log(meta["timing"])
     if out_dir is not None:
         out_dir = Path(out_dir)
@@ -259,7 +322,7 @@ def _md(df: pd.DataFrame, nd: int = 3) -> str:
 
 
 def _same_sets(summ: pd.DataFrame, method: str, fraction: float = 0.05) -> str:
-    """", on the same N sets: A x, B y, ..." -- every method's mean ECE after over the sets ``method`` ran on."""
+    """ ", on the same N sets: A x, B y, ..." -- every method's mean ECE after over the sets ``method`` ran on."""
     s = summ[summ.fraction == fraction].pivot_table(index="dataset", columns="method", values="ece_after")
     if method not in s:
         return ""
@@ -286,7 +349,8 @@ def _floor_paragraph(out_dir: Path) -> list[str]:
         f"({int((five.exact_map <= 0.05).sum())} of {len(five)} methods at or below 0.05): "
         f"{five.noise.min():.3f}-{five.noise.max():.3f} is the noise of ECE itself on the held-out items and "
         f"{five.estimation.min():.3f}-{five.estimation.max():.3f} the cost of learning the map, most of it on the "
-        "small sets (10-40 calibration items). The real labels add " + ", ".join(f"{r.method} {r.shape:+.3f}" for r in five.itertuples())
+        "small sets (10-40 calibration items). The real labels add "
+        + ", ".join(f"{r.method} {r.shape:+.3f}" for r in five.itertuples())
         + " (the map's shape on real data).\n"
     ]
 
@@ -296,34 +360,39 @@ def write_report(out_dir: Path) -> Path:
     full = pd.read_csv(out_dir / "realdata_calibration_full.csv")
     temp = pd.read_csv(out_dir / "realdata_calibration_tempered.csv")
     skipped = pd.read_csv(out_dir / "realdata_calibration_skipped.csv")
-    meta = dict(line.split(": ", 1) for line in (out_dir / "realdata_calibration_meta.txt").read_text().splitlines()
-                if ": " in line)
+    meta = dict(
+        line.split(": ", 1)
+        for line in (out_dir / "realdata_calibration_meta.txt").read_text().splitlines()
+        if ": " in line
+    )
     summ = summarise(splits)
     summ.to_csv(out_dir / "realdata_calibration_summary.csv", index=False, float_format="%.6g")
     base_methods = [m for m in rd.METHODS if m in set(full.method)]
     all_methods = base_methods + [m + "+tempered" for m in TEMPER_METHODS if m + "+tempered" in set(summ.method)]
     n_sets = full.dataset.nunique()
-    L = ["# Calibration on real gold-labelled data: posterior-predictive temperature scaling with 5% / 10% gold "
-         "items, Bayesian vs plug-in fits, and a tempered likelihood\n",
-         f"Produced by `{meta.get('command', 'python bench/realdata_calibration.py').strip()}` ({meta.get('when', '?')}); "
-         f"{meta.get('timing', '')}. Machine: {meta.get('machine', '?')}; scipy "
-         f"{__import__('scipy').__version__}, pyrater {pyrater.__version__}. Data: `../shared/data` "
-         f"({n_sets} categorical gold-labelled sets). Fits and their settings are those of `bench/realdata.py` "
-         "(EM with 5 restarts; MAP with rater's default priors, off-diagonal pseudo-counts >= 1; Gibbs 4 chains x "
-         "(500 + 1000) sweeps on every set; Stan only on the smaller sets, see the end).\n",
-         "**Protocol.** One fit per method and data set on all ratings (no fit sees a gold label). For each of "
-         f"{splits.split.nunique()} random splits (seeded) a fraction of the gold items (5% or 10%; at least 10, "
-         "the minimum `pyrater.calibrate` accepts) calibrates the class probabilities with "
-         f"`pyrater.calibrate(probs, gold_cal, method=m, cv=5, seed=split)` for m in {', '.join(CAL_METHODS)}; "
-         "the remaining gold items are scored before and after: accuracy, top-label ECE (15 equal-width bins), "
-         "multi-class Brier score, log-loss. The calibration maps see only the calibration items (and the "
-         "unlabelled probabilities of all items); every setting of the maps is a fixed default of "
-         "`pyrater.calibrate`, the same on every data set. Tables give means over splits; `sd` is the standard "
-         "deviation over splits. Both temperature maps keep each item's most probable class, so accuracy is "
-         f"unchanged by construction. Unless named, 'after' is `{DEFAULT_CAL}`, `calibrate`'s default: the "
-         "posterior-predictive mixture of temperature maps under a prior uniform in the mean calibrated "
-         "confidence of all items (module notes of `pyrater.calibration`); `temperature` is the earlier "
-         "default, one penalised-ML temperature.\n"]
+    L = [
+        "# Calibration on real gold-labelled data: posterior-predictive temperature scaling with 5% / 10% gold "
+        "items, Bayesian vs plug-in fits, and a tempered likelihood\n",
+        f"Produced by `{meta.get('command', 'python bench/realdata_calibration.py').strip()}` ({meta.get('when', '?')}); "
+        f"{meta.get('timing', '')}. Machine: {meta.get('machine', '?')}; scipy "
+        f"{__import__('scipy').__version__}, pyrater {pyrater.__version__}. Data: `../shared/data` "
+        f"({n_sets} categorical gold-labelled sets). Fits and their settings are those of `bench/realdata.py` "
+        "(EM with 5 restarts; MAP with rater's default priors, off-diagonal pseudo-counts >= 1; Gibbs 4 chains x "
+        "(500 + 1000) sweeps on every set; Stan only on the smaller sets, see the end).\n",
+        "**Protocol.** One fit per method and data set on all ratings (no fit sees a gold label). For each of "
+        f"{splits.split.nunique()} random splits (seeded) a fraction of the gold items (5% or 10%; at least 10, "
+        "the minimum `pyrater.calibrate` accepts) calibrates the class probabilities with "
+        f"`pyrater.calibrate(probs, gold_cal, method=m, cv=5, seed=split)` for m in {', '.join(CAL_METHODS)}; "
+        "the remaining gold items are scored before and after: accuracy, top-label ECE (15 equal-width bins), "
+        "multi-class Brier score, log-loss. The calibration maps see only the calibration items (and the "
+        "unlabelled probabilities of all items); every setting of the maps is a fixed default of "
+        "`pyrater.calibrate`, the same on every data set. Tables give means over splits; `sd` is the standard "
+        "deviation over splits. Both temperature maps keep each item's most probable class, so accuracy is "
+        f"unchanged by construction. Unless named, 'after' is `{DEFAULT_CAL}`, `calibrate`'s default: the "
+        "posterior-predictive mixture of temperature maps under a prior uniform in the mean calibrated "
+        "confidence of all items (module notes of `pyrater.checking.calibration`); `temperature` is the earlier "
+        "default, one penalised-ML temperature.\n",
+    ]
 
     # -------- headline per method
     L.append(f"## Mean over data sets, per method ({DEFAULT_CAL})\n")
@@ -335,17 +404,27 @@ def write_report(out_dir: Path) -> Path:
             if not len(g):
                 continue
             gm = summ_ml[(summ_ml.method == m) & (summ_ml.fraction == frac)]
-            rows.append({"method": m, "gold used": f"{frac:.0%}", "sets": len(g),
-                         "ECE before": g.ece_before.mean(), "ECE after": g.ece_after.mean(),
-                         "ECE after (mean sd over splits)": g.ece_after_sd.mean(),
-                         "ECE after, ML temperature": gm.ece_after.mean() if len(gm) else np.nan,
-                         "sets with ECE after <= 0.05": int((g.ece_after <= 0.05).sum()),
-                         "ECE noise floor": g.ece_noise.mean(),
-                         "Brier before": g.brier_before.mean(), "Brier after": g.brier_after.mean(),
-                         "log-loss before": g.log_loss_before.mean(), "log-loss after": g.log_loss_after.mean(),
-                         "log-loss after, ML temperature": gm.log_loss_after.mean() if len(gm) else np.nan,
-                         "accuracy before": g.accuracy_before.mean(), "accuracy after": g.accuracy_after.mean(),
-                         "median T": g.temperature.median()})
+            rows.append(
+                {
+                    "method": m,
+                    "gold used": f"{frac:.0%}",
+                    "sets": len(g),
+                    "ECE before": g.ece_before.mean(),
+                    "ECE after": g.ece_after.mean(),
+                    "ECE after (mean sd over splits)": g.ece_after_sd.mean(),
+                    "ECE after, ML temperature": gm.ece_after.mean() if len(gm) else np.nan,
+                    "sets with ECE after <= 0.05": int((g.ece_after <= 0.05).sum()),
+                    "ECE noise floor": g.ece_noise.mean(),
+                    "Brier before": g.brier_before.mean(),
+                    "Brier after": g.brier_after.mean(),
+                    "log-loss before": g.log_loss_before.mean(),
+                    "log-loss after": g.log_loss_after.mean(),
+                    "log-loss after, ML temperature": gm.log_loss_after.mean() if len(gm) else np.nan,
+                    "accuracy before": g.accuracy_before.mean(),
+                    "accuracy after": g.accuracy_after.mean(),
+                    "median T": g.temperature.median(),
+                }
+            )
     head = pd.DataFrame(rows)
     L.append(_md(head))
     L.append("")
@@ -356,37 +435,44 @@ def write_report(out_dir: Path) -> Path:
     missed = h5[h5["ECE after"] > 0.05]
     ds_methods = [m for m in ("DS-ML", "DS-MAP", "Stan-opt", "Stan-MCMC", "Gibbs-DS") if m in set(h5.method)]
     ds_met = bool(len(ds_methods)) and bool((h5.set_index("method").loc[ds_methods, "ECE after"] <= 0.05).all())
-    L.append("**Target (mean ECE <= 0.05 after calibration with 5% gold items, accuracy not lower).** "
-             f"Met by {len(met)} of {len(h5)} methods: "
-             + (", ".join(f"{r.method} {r['ECE after']:.3f}" for _, r in met.iterrows()) or "none")
-             + ". Missed by " + (", ".join(f"{r.method} {r['ECE after']:.3f} ({r.sets} sets)" for _, r in missed.iterrows())
-                                 or "none")
-             + f". Dawid-Skene fits ({', '.join(ds_methods)}): {'all met' if ds_met else 'NOT all met'}. "
-             f"Accuracy after = before on every split of both temperature maps: {acc_ok}. Stan-MCMC runs only on "
-             "the small sets (see the end), so its mean is over fewer, harder sets" + _same_sets(summ, "Stan-MCMC")
-             + ".\n")
+    L.append(
+        "**Target (mean ECE <= 0.05 after calibration with 5% gold items, accuracy not lower).** "
+        f"Met by {len(met)} of {len(h5)} methods: "
+        + (", ".join(f"{r.method} {r['ECE after']:.3f}" for _, r in met.iterrows()) or "none")
+        + ". Missed by "
+        + (", ".join(f"{r.method} {r['ECE after']:.3f} ({r.sets} sets)" for _, r in missed.iterrows()) or "none")
+        + f". Dawid-Skene fits ({', '.join(ds_methods)}): {'all met' if ds_met else 'NOT all met'}. "
+        f"Accuracy after = before on every split of both temperature maps: {acc_ok}. Stan-MCMC runs only on "
+        "the small sets (see the end), so its mean is over fewer, harder sets" + _same_sets(summ, "Stan-MCMC") + ".\n"
+    )
     L.extend(_floor_paragraph(out_dir))
 
     h10 = head[(head["gold used"] == "10%") & head.method.isin(base_methods)]
-    L.append("**Findings.** " + (
-        f"With 5% of the gold items, `{DEFAULT_CAL}` lowers the mean held-out ECE of every method "
-        f"({h5['ECE before'].min():.3f}-{h5['ECE before'].max():.3f} -> "
-        f"{h5['ECE after'].min():.3f}-{h5['ECE after'].max():.3f}; one ML temperature: "
-        f"{h5['ECE after, ML temperature'].min():.3f}-{h5['ECE after, ML temperature'].max():.3f}) and the mean "
-        f"log-loss from {h5['log-loss before'].min():.2f}-{h5['log-loss before'].max():.2f} to "
-        f"{h5['log-loss after'].min():.2f}-{h5['log-loss after'].max():.2f} (ML temperature "
-        f"{h5['log-loss after, ML temperature'].min():.2f}-{h5['log-loss after, ML temperature'].max():.2f}), with "
-        "accuracy unchanged. Averaging the map over the posterior of T matters most where it should: on the "
-        "small sets (10-40 calibration items) a single fitted T is noisy and, with a prior centred at T = 1, "
-        "pulled back towards the over-confident fit, whereas the full-gold temperatures of the DS fits are "
-        "2-10; the prior uniform in the mean calibrated confidence makes no such pull. What remains on the "
-        "small sets is the noise of ECE itself on a few hundred held-out items (column 'ECE noise floor': the "
-        "expected ECE of perfectly calibrated probabilities on the same items) and of the map. With 10% of "
-        "the gold items " + ", ".join(f"{r.method} {r['ECE after']:.3f}" for _, r in h10.iterrows())
-        + ". Where the fraction gives at least 10 K items, adding per-class biases (penalised ML) helps the "
-        "homogeneous model and raises accuracy (table below). The tempered likelihood (no gold labels) moves "
-        "ECE only a little and costs accuracy on some sets (its section), so it is not offered as a user "
-        "option; calibration on gold items is the remedy that works.") + "\n")
+    L.append(
+        "**Findings.** "
+        + (
+            f"With 5% of the gold items, `{DEFAULT_CAL}` lowers the mean held-out ECE of every method "
+            f"({h5['ECE before'].min():.3f}-{h5['ECE before'].max():.3f} -> "
+            f"{h5['ECE after'].min():.3f}-{h5['ECE after'].max():.3f}; one ML temperature: "
+            f"{h5['ECE after, ML temperature'].min():.3f}-{h5['ECE after, ML temperature'].max():.3f}) and the mean "
+            f"log-loss from {h5['log-loss before'].min():.2f}-{h5['log-loss before'].max():.2f} to "
+            f"{h5['log-loss after'].min():.2f}-{h5['log-loss after'].max():.2f} (ML temperature "
+            f"{h5['log-loss after, ML temperature'].min():.2f}-{h5['log-loss after, ML temperature'].max():.2f}), with "
+            "accuracy unchanged. Averaging the map over the posterior of T matters most where it should: on the "
+            "small sets (10-40 calibration items) a single fitted T is noisy and, with a prior centred at T = 1, "
+            "pulled back towards the over-confident fit, whereas the full-gold temperatures of the DS fits are "
+            "2-10; the prior uniform in the mean calibrated confidence makes no such pull. What remains on the "
+            "small sets is the noise of ECE itself on a few hundred held-out items (column 'ECE noise floor': the "
+            "expected ECE of perfectly calibrated probabilities on the same items) and of the map. With 10% of "
+            "the gold items "
+            + ", ".join(f"{r.method} {r['ECE after']:.3f}" for _, r in h10.iterrows())
+            + ". Where the fraction gives at least 10 K items, adding per-class biases (penalised ML) helps the "
+            "homogeneous model and raises accuracy (table below). The tempered likelihood (no gold labels) moves "
+            "ECE only a little and costs accuracy on some sets (its section), so it is not offered as a user "
+            "option; calibration on gold items is the remedy that works."
+        )
+        + "\n"
+    )
 
     # -------- the three maps side by side
     L.append("## Calibration maps compared (mean held-out ECE / log-loss after, same splits)\n")
@@ -398,7 +484,10 @@ def write_report(out_dir: Path) -> Path:
                 g = sm[(sm.method == m) & (sm.fraction == frac)]
                 r[f"ECE {cm}"] = g.ece_after.mean() if len(g) else np.nan
                 r[f"log-loss {cm}"] = g.log_loss_after.mean() if len(g) else np.nan
-            g1, g2 = summ[(summ.method == m) & (summ.fraction == frac)], summ_ml[(summ_ml.method == m) & (summ_ml.fraction == frac)]
+            g1, g2 = (
+                summ[(summ.method == m) & (summ.fraction == frac)],
+                summ_ml[(summ_ml.method == m) & (summ_ml.fraction == frac)],
+            )
             j = g1.set_index("dataset").ece_after.sub(g2.set_index("dataset").ece_after).dropna()
             r[f"sets where {DEFAULT_CAL} has lower ECE"] = f"{int((j < -1e-9).sum())} / {len(j)}"
             rows.append(r)
@@ -407,14 +496,20 @@ def write_report(out_dir: Path) -> Path:
 
     # -------- per data set, 5%
     for frac in sorted(summ.fraction.unique()):
-        L.append(f"## ECE per data set before -> after, {frac:.0%} gold items (mean over splits; sd after in brackets)\n")
+        L.append(
+            f"## ECE per data set before -> after, {frac:.0%} gold items (mean over splits; sd after in brackets)\n"
+        )
         s = summ[summ.fraction == frac]
         tab = {}
         for _, r in s.iterrows():
             tab.setdefault(r.dataset, {})[r.method] = f"{r.ece_before:.3f} -> {r.ece_after:.3f} ({r.ece_after_sd:.3f})"
         t = pd.DataFrame(tab).T.reindex(columns=[m for m in all_methods if m in set(s.method)])
-        t.insert(0, "n cal", s.groupby("dataset", sort=False).n_cal.first().astype(int).astype(str)
-                 + s.groupby("dataset", sort=False).padded.first().map({True: "*", False: ""}))
+        t.insert(
+            0,
+            "n cal",
+            s.groupby("dataset", sort=False).n_cal.first().astype(int).astype(str)
+            + s.groupby("dataset", sort=False).padded.first().map({True: "*", False: ""}),
+        )
         t = t.reset_index().rename(columns={"index": "dataset"}).fillna("–")
         L.append(_md(t))
         L.append("\n`*`: fewer than 10 gold items at this fraction, 10 used.\n")
@@ -439,59 +534,107 @@ def write_report(out_dir: Path) -> Path:
         rows = []
         for (m, frac), g in sb[sb.method.isin(base_methods)].groupby(["method", "fraction"], sort=False):
             t = summ_ml[(summ_ml.method == m) & (summ_ml.fraction == frac) & summ_ml.dataset.isin(g.dataset)]
-            rows.append({"method": m, "gold used": f"{frac:.0%}", "sets": len(g),
-                         "ECE after (T only)": t.ece_after.mean(), "ECE after (T + bias)": g.ece_after.mean(),
-                         "log-loss after (T only)": t.log_loss_after.mean(), "log-loss after (T + bias)": g.log_loss_after.mean(),
-                         "accuracy before": g.accuracy_before.mean(), "accuracy after (T + bias)": g.accuracy_after.mean()})
+            rows.append(
+                {
+                    "method": m,
+                    "gold used": f"{frac:.0%}",
+                    "sets": len(g),
+                    "ECE after (T only)": t.ece_after.mean(),
+                    "ECE after (T + bias)": g.ece_after.mean(),
+                    "log-loss after (T only)": t.log_loss_after.mean(),
+                    "log-loss after (T + bias)": g.log_loss_after.mean(),
+                    "accuracy before": g.accuracy_before.mean(),
+                    "accuracy after (T + bias)": g.accuracy_after.mean(),
+                }
+            )
         L.append(_md(pd.DataFrame(rows)))
         L.append("")
 
     # -------- CV estimate honesty
     s = splits[(splits.cal_method == DEFAULT_CAL) & (~splits.refused.astype(bool))]
-    cvh = s.groupby("fraction").apply(lambda g: pd.Series({
-        "mean CV ECE (calibration items)": g.cv_ece.mean(), "mean held-out ECE": g.ece_after.mean(),
-        "mean n cal": g.n_cal.mean()}), include_groups=False).reset_index()
+    cvh = (
+        s.groupby("fraction")
+        .apply(
+            lambda g: pd.Series(
+                {
+                    "mean CV ECE (calibration items)": g.cv_ece.mean(),
+                    "mean held-out ECE": g.ece_after.mean(),
+                    "mean n cal": g.n_cal.mean(),
+                }
+            ),
+            include_groups=False,
+        )
+        .reset_index()
+    )
     L.append("## Is calibrate()'s cross-validated ECE honest?\n")
-    L.append("The 5-fold CV ECE that `calibrate` reports from the calibration items alone, against the ECE "
-             "measured on the held-out gold items (means over all methods, sets and splits). ECE is biased "
-             "upwards on few items (15 bins, 10-50 items), so the CV figure is pessimistic for small gold sets.\n")
+    L.append(
+        "The 5-fold CV ECE that `calibrate` reports from the calibration items alone, against the ECE "
+        "measured on the held-out gold items (means over all methods, sets and splits). ECE is biased "
+        "upwards on few items (15 bins, 10-50 items), so the CV figure is pessimistic for small gold sets.\n"
+    )
     L.append(_md(cvh))
     L.append("")
 
     # -------- tempered likelihood
     L.append("## Model-side remedy: tempered likelihood, power chosen without gold labels\n")
-    L.append("`pyrater.tempering.tempered_class_probabilities(fit)`: class posteriors from "
-             "`log pi_k + tau * sum_r log theta[j_r, k, y_r]` at the fit's estimates, `tau` in [0.02, 1.5] maximising "
-             "the leave-one-rating-out predictive log-likelihood of the ratings. Scored on all gold items.\n")
+    L.append(
+        "`tempering.tempered_class_probabilities(fit)`: class posteriors from "
+        "`log pi_k + tau * sum_r log theta[j_r, k, y_r]` at the fit's estimates, `tau` in [0.02, 1.5] maximising "
+        "the leave-one-rating-out predictive log-likelihood of the ratings. Scored on all gold items.\n"
+    )
     rows = []
     for m in TEMPER_METHODS:
         g = temp[temp.method == m]
         if not len(g):
             continue
-        rows.append({"method": m, "sets": len(g), "median tau": g.power.median(),
-                     "ECE better": int((g.ece_tempered < g.ece_before - 1e-9).sum()),
-                     "ECE worse": int((g.ece_tempered > g.ece_before + 1e-9).sum()),
-                     "mean ECE": g.ece_before.mean(), "mean ECE tempered": g.ece_tempered.mean(),
-                     "mean log-loss": g.log_loss_before.mean(), "mean log-loss tempered": g.log_loss_tempered.mean(),
-                     "accuracy lower": int((g.accuracy_tempered < g.accuracy_before - 1e-9).sum()),
-                     "accuracy higher": int((g.accuracy_tempered > g.accuracy_before + 1e-9).sum()),
-                     "mean accuracy change": (g.accuracy_tempered - g.accuracy_before).mean()})
+        rows.append(
+            {
+                "method": m,
+                "sets": len(g),
+                "median tau": g.power.median(),
+                "ECE better": int((g.ece_tempered < g.ece_before - 1e-9).sum()),
+                "ECE worse": int((g.ece_tempered > g.ece_before + 1e-9).sum()),
+                "mean ECE": g.ece_before.mean(),
+                "mean ECE tempered": g.ece_tempered.mean(),
+                "mean log-loss": g.log_loss_before.mean(),
+                "mean log-loss tempered": g.log_loss_tempered.mean(),
+                "accuracy lower": int((g.accuracy_tempered < g.accuracy_before - 1e-9).sum()),
+                "accuracy higher": int((g.accuracy_tempered > g.accuracy_before + 1e-9).sum()),
+                "mean accuracy change": (g.accuracy_tempered - g.accuracy_before).mean(),
+            }
+        )
     tsum = pd.DataFrame(rows)
     L.append(_md(tsum, 3))
     L.append("")
     L.append("Per data set (DS-MAP, the default EM fit; other methods in `realdata_calibration_tempered.csv`):\n")
-    g = temp[temp.method == "DS-MAP"][["dataset", "power", "ece_before", "ece_tempered", "log_loss_before",
-                                       "log_loss_tempered", "brier_before", "brier_tempered", "accuracy_before",
-                                       "accuracy_tempered"]]
+    g = temp[temp.method == "DS-MAP"][
+        [
+            "dataset",
+            "power",
+            "ece_before",
+            "ece_tempered",
+            "log_loss_before",
+            "log_loss_tempered",
+            "brier_before",
+            "brier_tempered",
+            "accuracy_before",
+            "accuracy_tempered",
+        ]
+    ]
     L.append(_md(g, 3))
     L.append("")
     # tempered + calibrated
     tc = head[head.method.str.endswith("+tempered") & (head["gold used"] == "5%")]
     if len(tc):
-        L.append("Tempering first and then calibrating with 5% gold items (mean ECE after): "
-                 + ", ".join(f"{r.method} {r['ECE after']:.3f} (untempered "
-                             f"{head[(head.method == r.method.replace('+tempered', '')) & (head['gold used'] == '5%')]['ECE after'].iloc[0]:.3f})"
-                             for _, r in tc.iterrows()) + ".\n")
+        L.append(
+            "Tempering first and then calibrating with 5% gold items (mean ECE after): "
+            + ", ".join(
+                f"{r.method} {r['ECE after']:.3f} (untempered "
+                f"{head[(head.method == r.method.replace('+tempered', '')) & (head['gold used'] == '5%')]['ECE after'].iloc[0]:.3f})"
+                for _, r in tc.iterrows()
+            )
+            + ".\n"
+        )
 
     # -------- Bayesian vs plug-in (item 2a)
     bayes_methods = [m for m in ("Gibbs-DS", "Stan-MCMC") if m in set(full.method)]
@@ -499,10 +642,12 @@ def write_report(out_dir: Path) -> Path:
         plug = [m for m in ("DS-ML", "DS-MAP", "Stan-opt") if m in set(full.method)]
         cols = plug + bayes_methods
         L.append("## Full Bayesian (Gibbs, Stan NUTS; Rao-Blackwellised) vs plug-in Dawid-Skene fits\n")
-        L.append("Uncalibrated scores on all gold items of this run's fits (same model, `dawid_skene`: ML EM, MAP EM "
-                 "and Stan-opt plug in one estimate of pi and theta; Gibbs-DS and Stan-MCMC average the class "
-                 "posteriors over the posterior draws), and the held-out ECE after `" + DEFAULT_CAL + "` with 5% "
-                 "gold items. Gibbs runs on every set; NUTS only where it is small enough for this machine.\n")
+        L.append(
+            "Uncalibrated scores on all gold items of this run's fits (same model, `dawid_skene`: ML EM, MAP EM "
+            "and Stan-opt plug in one estimate of pi and theta; Gibbs-DS and Stan-MCMC average the class "
+            "posteriors over the posterior draws), and the held-out ECE after `" + DEFAULT_CAL + "` with 5% "
+            "gold items. Gibbs runs on every set; NUTS only where it is small enough for this machine.\n"
+        )
         s5 = summ[summ.fraction == 0.05]
         rows = []
         for d in full.dataset.unique():
@@ -527,15 +672,19 @@ def write_report(out_dir: Path) -> Path:
                 de = sub[f"ECE {bm}"] - sub[f"ECE {pm}"]
                 dl = sub[f"log-loss {bm}"] - sub[f"log-loss {pm}"]
                 da = sub[f"acc {bm}"] - sub[f"acc {pm}"]
-                lines.append(f"{bm} vs {pm} on {len(sub)} sets: mean ECE {sub[f'ECE {pm}'].mean():.3f} -> "
-                             f"{sub[f'ECE {bm}'].mean():.3f} (lower on {int((de < -1e-9).sum())}), mean log-loss "
-                             f"{sub[f'log-loss {pm}'].mean():.3f} -> {sub[f'log-loss {bm}'].mean():.3f} (lower on "
-                             f"{int((dl < -1e-9).sum())}), mean accuracy change {da.mean():+.4f} (lower on "
-                             f"{int((da < -1e-9).sum())}, higher on {int((da > 1e-9).sum())})")
+                lines.append(
+                    f"{bm} vs {pm} on {len(sub)} sets: mean ECE {sub[f'ECE {pm}'].mean():.3f} -> "
+                    f"{sub[f'ECE {bm}'].mean():.3f} (lower on {int((de < -1e-9).sum())}), mean log-loss "
+                    f"{sub[f'log-loss {pm}'].mean():.3f} -> {sub[f'log-loss {bm}'].mean():.3f} (lower on "
+                    f"{int((dl < -1e-9).sum())}), mean accuracy change {da.mean():+.4f} (lower on "
+                    f"{int((da < -1e-9).sum())}, higher on {int((da > 1e-9).sum())})"
+                )
             c5 = sub[[f"ECE cal-5% {bm}", "ECE cal-5% DS-MAP"]].dropna()
             if len(c5):
-                lines.append(f"after calibration with 5% gold, {bm} vs DS-MAP on {len(c5)} sets: mean held-out ECE "
-                             f"{c5['ECE cal-5% DS-MAP'].mean():.3f} (DS-MAP) vs {c5[f'ECE cal-5% {bm}'].mean():.3f}")
+                lines.append(
+                    f"after calibration with 5% gold, {bm} vs DS-MAP on {len(c5)} sets: mean held-out ECE "
+                    f"{c5['ECE cal-5% DS-MAP'].mean():.3f} (DS-MAP) vs {c5[f'ECE cal-5% {bm}'].mean():.3f}"
+                )
         L.append("Summary: " + "; ".join(lines) + ".\n")
     if len(skipped):
         L.append("## Not run\n")
@@ -549,15 +698,20 @@ def write_report(out_dir: Path) -> Path:
 # --------------------------------------------------------------- notebook
 #: Cells appended to ``realdata._NB_CELLS`` in notebooks/real_data.ipynb (see :func:`write_notebook`).
 _NB_CELLS: list[tuple[str, str]] = [
-    ("markdown", """## Calibration with a few gold items: before and after temperature scaling
+    (
+        "markdown",
+        """## Calibration with a few gold items: before and after temperature scaling
 
 `bench/realdata_calibration.py` calibrates every method's class probabilities with `pyrater.calibrate` (its
 default map, `"bayes-temperature"`: temperature scaling averaged over the posterior of the temperature) on a
 random 5% or 10% of the gold items (at least 10) and scores the other gold items before and after, over
 repeated random splits; it also tries a tempered likelihood whose power is chosen without gold labels
-(`pyrater.tempering`). This section reads its CSVs (`bench/realdata_calibration_*.csv`); where they are missing
-it recomputes the study on two small data sets (no Stan, 3 splits)."""),
-    ("code", """spec = importlib.util.spec_from_file_location("realdata_calibration", repo / "bench" / "realdata_calibration.py")
+(`bench/tempering.py`). This section reads its CSVs (`bench/realdata_calibration_*.csv`); where they are missing
+it recomputes the study on two small data sets (no Stan, 3 splits).""",
+    ),
+    (
+        "code",
+        """spec = importlib.util.spec_from_file_location("realdata_calibration", repo / "bench" / "realdata_calibration.py")
 rc = importlib.util.module_from_spec(spec); sys.modules["realdata_calibration"] = rc; spec.loader.exec_module(rc)
 if (bench / "realdata_calibration_splits.csv").exists():
     csource = "bench/realdata_calibration_*.csv (full run of bench/realdata_calibration.py)"
@@ -575,13 +729,19 @@ table = (summ.groupby(["method", "fraction"])[["ece_before", "ece_after", "ece_a
                                                "log_loss_after", "brier_before", "brier_after",
                                                "accuracy_before", "accuracy_after"]].mean()
          .reindex(cmethods, level=0))
-table.style.format("{:.3f}")"""),
-    ("markdown", """### Reliability diagrams before and after calibration (5% gold items)
+table.style.format("{:.3f}")""",
+    ),
+    (
+        "markdown",
+        """### Reliability diagrams before and after calibration (5% gold items)
 
 Held-out gold items of all data sets and splits pooled: mean top-class probability against the share of
 correct top-class predictions per confidence bin, before (grey) and after (blue) `calibrate`'s default map
-fitted on 5% of the gold items. Marker area shows the number of items in the bin."""),
-    ("code", """r5 = crel[crel.fraction == 0.05]
+fitted on 5% of the gold items. Marker area shows the number of items in the bin.""",
+    ),
+    (
+        "code",
+        """r5 = crel[crel.fraction == 0.05]
 pooled = r5.groupby(["method", "stage", "bin"])[["count", "conf_sum", "acc_sum"]].sum().reset_index()
 pooled["confidence"] = pooled.conf_sum / pooled["count"]
 pooled["accuracy"] = pooled.acc_sum / pooled["count"]
@@ -604,24 +764,37 @@ for ax in axes[-1]:
     ax.set_xlabel("mean top-class probability")
 for ax in axes[:, 0]:
     ax.set_ylabel("share correct")
-fig.tight_layout()"""),
-    ("markdown", """### ECE per data set after calibration with 5% gold items
+fig.tight_layout()""",
+    ),
+    (
+        "markdown",
+        """### ECE per data set after calibration with 5% gold items
 
-Mean over splits of the held-out ECE after `calibrate`'s default map (blank: method not run on that set)."""),
-    ("code", """e5 = summ[summ.fraction == 0.05].pivot(index="dataset", columns="method", values="ece_after")
+Mean over splits of the held-out ECE after `calibrate`'s default map (blank: method not run on that set).""",
+    ),
+    (
+        "code",
+        """e5 = summ[summ.fraction == 0.05].pivot(index="dataset", columns="method", values="ece_after")
 e5 = e5.reindex(columns=[m for m in cmethods if m in e5.columns])
-e5.style.format("{:.3f}", na_rep="").background_gradient(cmap="Reds", vmin=0, vmax=0.2)"""),
-    ("markdown", """### Tempered likelihood (no gold labels)
+e5.style.format("{:.3f}", na_rep="").background_gradient(cmap="Reds", vmin=0, vmax=0.2)""",
+    ),
+    (
+        "markdown",
+        """### Tempered likelihood (no gold labels)
 
 Class posteriors with the likelihood raised to the power `tau` chosen by leave-one-rating-out prediction of
-the ratings, scored on all gold items, against the untempered fit."""),
-    ("code", """tt = temp.groupby("method", sort=False).agg(
+the ratings, scored on all gold items, against the untempered fit.""",
+    ),
+    (
+        "code",
+        """tt = temp.groupby("method", sort=False).agg(
     sets=("dataset", "size"), median_tau=("power", "median"),
     ece=("ece_before", "mean"), ece_tempered=("ece_tempered", "mean"),
     log_loss=("log_loss_before", "mean"), log_loss_tempered=("log_loss_tempered", "mean"),
     accuracy=("accuracy_before", "mean"), accuracy_tempered=("accuracy_tempered", "mean"))
 tt["ECE better on"] = temp.assign(b=temp.ece_tempered < temp.ece_before).groupby("method", sort=False).b.sum()
-tt.round(3)"""),
+tt.round(3)""",
+    ),
 ]
 
 
@@ -636,8 +809,9 @@ def write_notebook(path: Path = rd.REPO / "notebooks" / "real_data.ipynb", execu
     if execute:
         import nbclient
 
-        nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
     nbformat.write(nb, str(path))
     return path
 
@@ -650,8 +824,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=N_SPLITS)
     ap.add_argument("--no-stan", action="store_true")
     ap.add_argument("--no-mcmc", action="store_true")
-    ap.add_argument("--parts-dir", type=Path, default=None,
-                    help="keep each finished data set's results here and reuse them (resume an interrupted run)")
+    ap.add_argument(
+        "--parts-dir",
+        type=Path,
+        default=None,
+        help="keep each finished data set's results here and reuse them (resume an interrupted run)",
+    )
     ap.add_argument("--report-only", action="store_true", help="rebuild RESULTS_calibration.md from the CSVs")
     ap.add_argument("--notebook", action="store_true", help="rewrite and execute notebooks/real_data.ipynb")
     args = ap.parse_args(argv)
@@ -665,8 +843,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run(args.data_dir, args.datasets, args.out_dir, stan=not args.no_stan, mcmc=not args.no_mcmc,
-            n_splits=args.splits, parts_dir=args.parts_dir)
+        run(
+            args.data_dir,
+            args.datasets,
+            args.out_dir,
+            stan=not args.no_stan,
+            mcmc=not args.no_mcmc,
+            n_splits=args.splits,
+            parts_dir=args.parts_dir,
+        )
     return 0
 
 

@@ -20,10 +20,10 @@ SHARED_DATA = Path(os.environ.get("PYRATER_SHARED_DATA", REPO.parent / "shared" 
 
 
 def packaged_file(name: str) -> Path:
-    """Path of a data set shipped inside the package (``pyrater/_datasets``)."""
+    """Path of a data set shipped inside the package (``pyrater/data/_datasets``)."""
     from importlib import resources
 
-    return Path(str(resources.files("pyrater").joinpath("_datasets", name)))
+    return Path(str(resources.files("pyrater.data").joinpath("_datasets", name)))
 
 
 PACKAGED = ("anesthesia.csv", "caries.csv")  # shipped with pyrater: no ../shared needed
@@ -72,14 +72,14 @@ def stan_engine(request):
         pytest.importorskip("stan", reason="pystan is not installed")
     else:
         pytest.importorskip("cmdstanpy", reason="cmdstanpy is not installed")
-        from pyrater.engines import cmdstan_available
+        from pyrater.inference.stan.engines import cmdstan_available
 
         if cmdstan_available() is None:
             pytest.skip(
                 "no working CmdStan installation (cmdstanpy.cmdstan_path() fails or its build is incomplete): "
                 "install one with `python -m cmdstanpy.install_cmdstan`, or let .ci/run build it offline"
             )
-    from pyrater.engines import get_engine
+    from pyrater.inference.stan.engines import get_engine
 
     return get_engine(request.param)
 
@@ -106,8 +106,17 @@ def anesthesia_fit(anesthesia_path, stan_engine):
     df = pd.read_csv(anesthesia_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no Rhat / divergence warning expected
-        return fit(df, "dawid_skene", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False,
-                   engine=stan_engine)
+        return fit(
+            df,
+            "dawid_skene",
+            method="mcmc",
+            chains=4,
+            warmup=1000,
+            draws=1000,
+            seed=1,
+            progress=False,
+            engine=stan_engine,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -118,5 +127,14 @@ def anesthesia_cc_fit(anesthesia_path, stan_engine):
     from pyrater import fit
 
     df = pd.read_csv(anesthesia_path)
-    return fit(df, "class_conditional", method="mcmc", chains=4, warmup=1000, draws=1000, seed=1, progress=False,
-               engine=stan_engine)
+    return fit(
+        df,
+        "class_conditional",
+        method="mcmc",
+        chains=4,
+        warmup=1000,
+        draws=1000,
+        seed=1,
+        progress=False,
+        engine=stan_engine,
+    )

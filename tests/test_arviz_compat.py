@@ -86,6 +86,7 @@ def test_point_estimate_fits_give_one_draw_and_refuse_diagnostics(anesthesia):
 # ------------------------------------------------------------ diagnostics
 def _rank_normalised_split_rhat(x: np.ndarray) -> float:
     """Vehtari et al. (2021) rank-normalised split Rhat of draws (chain, draw), by hand."""
+
     def split(y):
         half = y.shape[1] // 2
         return np.concatenate([y[:, :half], y[:, -half:]], axis=0)
@@ -164,7 +165,7 @@ def test_loo_fields_and_agreement_with_plain_importance_sampling(ds_fit):
     assert res.se == pytest.approx(np.sqrt(45 * np.var(res.elpd_i.to_numpy())))
     assert res.elpd_loo == res.elpd and res.p_loo == res.p
     with pytest.raises(AttributeError, match="loo result"):
-        res.elpd_waic
+        _ = res.elpd_waic
     # where Pareto k is small, PSIS-LOO is close to plain importance sampling
     ll = np.asarray(ds_fit.draws["log_lik"]).reshape(600, -1)
     is_loo = -(logsumexp(-ll, axis=0) - np.log(600))
@@ -202,7 +203,17 @@ def test_waic_by_hand_and_equal_to_arviz_0x(ds_fit):
 def test_compare_agrees_with_arviz_compare_on_this_line(ds_fit, cc_fit):
     fits = {"ds": ds_fit, "cc": cc_fit}
     table = compare(fits)
-    assert list(table.columns) == ["rank", "elpd_loo", "p_loo", "elpd_diff", "dse", "se", "weight", "warning", "n_bad_k"]
+    assert list(table.columns) == [
+        "rank",
+        "elpd_loo",
+        "p_loo",
+        "elpd_diff",
+        "dse",
+        "se",
+        "weight",
+        "warning",
+        "n_bad_k",
+    ]
     import arviz as az
 
     idatas = {name: f.to_inference_data() for name, f in fits.items()}
@@ -230,7 +241,7 @@ def test_compare_agrees_with_arviz_compare_on_this_line(ds_fit, cc_fit):
 
 
 def test_stacking_weights_pick_the_model_that_predicts_every_point():
-    from pyrater.compare import stacking_weights
+    from pyrater.checking.compare import stacking_weights
 
     rng = np.random.default_rng(0)
     good = rng.normal(-1.0, 0.1, size=200)

@@ -12,7 +12,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 import pyrater
-from pyrater.calibration import (
+from pyrater.checking.calibration import (
     LOG_T_GRID,
     apply_bayes_temperature,
     apply_temperature,
@@ -22,8 +22,7 @@ from pyrater.calibration import (
     min_gold_items,
     stratified_folds,
 )
-from pyrater.evaluate import expected_calibration_error, log_loss
-from pyrater.tempering import loo_rating_log_score, tempered_class_probabilities
+from pyrater.checking.scoring import expected_calibration_error, log_loss
 
 
 def distorted(n: int, K: int, power: float, seed: int, bias: np.ndarray | None = None):
@@ -92,7 +91,9 @@ def test_prior_keeps_the_temperature_finite_when_every_gold_item_is_right():
     probs, gold = distorted(200, 2, 1.0, seed=4)
     right = probs.idxmax(axis=1) == gold
     few = gold[right].iloc[:12]
-    assert pyrater.calibrate(probs, few, method="temperature", prior_sd=None, seed=0).temperature == pytest.approx(0.01)  # ML runs to the bound
+    assert pyrater.calibrate(probs, few, method="temperature", prior_sd=None, seed=0).temperature == pytest.approx(
+        0.01
+    )  # ML runs to the bound
     t = pyrater.calibrate(probs, few, method="temperature", seed=0).temperature
     assert 0.2 < t < 1.0
 
@@ -162,7 +163,9 @@ def test_bayes_posterior_and_mixture_agree_with_direct_computation():
     # all weight on one grid point = plain temperature scaling at that T
     one = np.zeros_like(w)
     one[40] = 1.0
-    np.testing.assert_allclose(apply_bayes_temperature(lp, one), apply_temperature(lp, np.exp(LOG_T_GRID[40])), atol=1e-12)
+    np.testing.assert_allclose(
+        apply_bayes_temperature(lp, one), apply_temperature(lp, np.exp(LOG_T_GRID[40])), atol=1e-12
+    )
 
 
 def test_bayes_temperature_with_every_gold_item_right_stays_honest():
@@ -252,8 +255,10 @@ def test_noise_floor_of_the_cross_validated_ece(sim_fit):
 def test_gold_items_the_fit_knew_are_refused(sim_fit):
     sim, _, gold = sim_fit
     known = gold.iloc[:5]
-    for fit in (pyrater.em(sim.data, method="map", known=known),
-                pyrater.fit(sim.data, method="gibbs", known=known, chains=1, warmup=20, draws=20, seed=1)):
+    for fit in (
+        pyrater.em(sim.data, method="map", known=known),
+        pyrater.fit(sim.data, method="gibbs", known=known, chains=1, warmup=20, draws=20, seed=1),
+    ):
         with pytest.raises(ValueError, match=r"5 gold item\(s\) were also given to the fit as known classes"):
             pyrater.calibrate(fit, gold, seed=1)
         cal = pyrater.calibrate(fit, gold.iloc[5:], seed=1)  # the other gold items calibrate it
@@ -281,7 +286,7 @@ def test_refusals_are_specific(sim_fit):
         pyrater.calibrate(fit, extra)
     with pytest.raises(ValueError, match="unknown method 'platt'"):
         pyrater.calibrate(fit, gold, method="platt")
-    with pytest.raises(ValueError, match="cv must be an integer >= 2"):
+    with pytest.raises(ValueError, match=r"cv \(folds of the gold items\) must be an integer >= 2"):
         pyrater.calibrate(fit, gold, cv=1)
     with pytest.raises(ValueError, match="more than once"):
         pyrater.calibrate(fit, pd.concat([gold, gold.iloc[:1]]))
@@ -289,38 +294,6 @@ def test_refusals_are_specific(sim_fit):
         pyrater.calibrate(fit, pd.DataFrame({"item": [1], "a": [1], "b": [2]}))
     with pytest.raises(TypeError, match="class_probabilities"):
         pyrater.calibrate(np.ones((3, 2)) / 2, gold)
-
-
-# ------------------------------------------------------------------ tempered posteriors
-def test_power_one_reproduces_the_em_class_probabilities(sim_fit):
-    _, fit, _ = sim_fit
-    t = tempered_class_probabilities(fit, power=1.0)
-    np.testing.assert_allclose(t.probabilities.to_numpy(), fit.class_probabilities().to_numpy(), atol=1e-8)
-
-
-def test_tempering_power_is_near_one_for_independent_raters_and_below_for_shared_mistakes():
-    sim = pyrater.simulate("dawid_skene", n_items=600, n_raters=6, n_categories=3, seed=2)
-    assert 0.85 < tempered_class_probabilities(pyrater.em(sim.data)).power < 1.2
-    # a third of the items are hard: raters share one wrong class, so ratings are correlated given the class
-    rng = np.random.default_rng(5)
-    I, J, K = 600, 6, 3
-    z = rng.integers(0, K, I)
-    hard = rng.random(I) < 0.3
-    decoy = (z + rng.integers(1, K, I)) % K
-    noise = rng.integers(0, K, (I, J))
-    u = rng.random((I, J))
-    y = np.where(hard[:, None], np.where(u < 0.55, decoy[:, None], z[:, None]), np.where(u < 0.8, z[:, None], noise))
-    df = pd.DataFrame({"item": np.repeat(np.arange(I), J), "rater": np.tile(np.arange(J), I), "rating": y.ravel()})
-    fit = pyrater.em(df)
-    t = tempered_class_probabilities(fit)
-    assert t.power < 0.75 and t.log_score > t.log_score_untempered
-    truth = pd.Series(z, index=np.arange(I))
-    assert pyrater.score(t.probabilities, truth)["ece"] < pyrater.score(fit.class_probabilities(), truth)["ece"]
-    # the criterion is maximised at the chosen power
-    data = fit.data
-    args = (data.counts, data.weight.astype(float), np.log(fit.pi), np.log(np.maximum(fit.theta, 1e-15)))
-    at = loo_rating_log_score(*args, t.power)
-    assert at >= loo_rating_log_score(*args, t.power * 0.8) and at >= loo_rating_log_score(*args, t.power * 1.2)
 
 
 # ------------------------------------------------------------------ CLI
@@ -332,9 +305,25 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     gold.rename("label").rename_axis("item").reset_index().to_csv(gold_file, index=False)
     out = tmp_path / "out"
     res = subprocess.run(
-        [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(out),
-         "--quiet", "--gold", str(gold_file), "--seed", "3"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pyrater.cli",
+            "fit",
+            str(ratings),
+            "--method",
+            "em",
+            "--out",
+            str(out),
+            "--quiet",
+            "--gold",
+            str(gold_file),
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 0, res.stderr
     assert "5-fold cross-validated ECE" in res.stdout
@@ -347,12 +336,28 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     assert f"{ref.scores.loc['after', 'ece']:.4f}" in res.stdout
     assert f"perfectly calibrated probabilities would score about {ref.ece_noise:.4f} on these 80 items" in res.stdout
     bad = tmp_path / "bad_gold.csv"
-    pd.DataFrame({"item": ["ghost"] + list(gold.index[:20]), "label": ["1"] + list(gold.iloc[:20])}).to_csv(bad, index=False)
+    pd.DataFrame({"item": ["ghost"] + list(gold.index[:20]), "label": ["1"] + list(gold.iloc[:20])}).to_csv(
+        bad, index=False
+    )
     fresh = tmp_path / "never_written"
     res = subprocess.run(
-        [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(fresh),
-         "--quiet", "--gold", str(bad)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pyrater.cli",
+            "fit",
+            str(ratings),
+            "--method",
+            "em",
+            "--out",
+            str(fresh),
+            "--quiet",
+            "--gold",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 2 and "--gold" in res.stderr and "not items of the ratings file" in res.stderr
     assert "'ghost'" in res.stderr and "Traceback" not in res.stderr
@@ -364,9 +369,23 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     gold.iloc[:3].rename("label").rename_axis("item").reset_index().to_csv(few, index=False)
     for path, text in ((wide, "two columns (item, label)"), (few, "at least")):
         res = subprocess.run(
-            [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(fresh),
-             "--quiet", "--gold", str(path)],
-            capture_output=True, text=True, timeout=600,
+            [
+                sys.executable,
+                "-m",
+                "pyrater.cli",
+                "fit",
+                str(ratings),
+                "--method",
+                "em",
+                "--out",
+                str(fresh),
+                "--quiet",
+                "--gold",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert res.returncode == 2 and text in res.stderr and "Traceback" not in res.stderr, res.stderr
         assert not (fresh / "class_probabilities.csv").exists()
@@ -400,8 +419,9 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
 
     shared_file("bluebirds", "ratings.csv")
     rc = bench_module("realdata_calibration")
-    out = rc.run(SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None,
-                 parts_dir=tmp_path / "parts")
+    out = rc.run(
+        SHARED_DATA, ["bluebirds"], tmp_path, stan=False, n_splits=2, log=lambda s: None, parts_dir=tmp_path / "parts"
+    )
     splits = out["splits"]
     t = splits[(splits.cal_method == "temperature") & ~splits.refused.astype(bool)]
     assert set(t.method) >= {"MV", "DS-ML", "DS-MAP"} and set(t.fraction) == {0.05, 0.10}
@@ -417,7 +437,9 @@ def test_realdata_calibration_study_on_one_small_set(tmp_path):
     pd.testing.assert_frame_equal(again["splits"], splits)
     # a resumed run reuses the finished data set's saved rows instead of refitting
     said = []
-    reused = rc.run(SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=said.append, parts_dir=tmp_path / "parts")
+    reused = rc.run(
+        SHARED_DATA, ["bluebirds"], None, stan=False, n_splits=2, log=said.append, parts_dir=tmp_path / "parts"
+    )
     assert said[0].startswith("bluebirds: reused")
     for key in ("splits", "full", "tempered", "reliability"):
         pd.testing.assert_frame_equal(reused[key], out[key])

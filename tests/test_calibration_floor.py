@@ -43,7 +43,7 @@ def test_observed_equals_exact_map_when_the_truth_is_a_temperature_map(cf):
     assert abs(m.observed - m.exact_map) < 0.01  # seeds 11-13: differences 0.000-0.006, both about 0.025
     assert m.noise < m.exact_map  # learning the map from 150-300 items costs something
     # over-confident probabilities scored raw are far worse than any of the three
-    from pyrater.evaluate import expected_calibration_error
+    from pyrater.checking.scoring import expected_calibration_error
 
     assert expected_calibration_error(y, probs.to_numpy(), n_bins=15) > 0.1 > m.observed
 
@@ -52,8 +52,26 @@ def test_script_on_one_small_set(cf, tmp_path):
     from conftest import SHARED_DATA, shared_file
 
     shared_file("bluebirds", "ratings.csv")
-    assert cf.main(["--data-dir", str(SHARED_DATA), "--datasets", "bluebirds", "--methods", "MV", "DS-MAP",
-                    "--splits", "2", "--draws", "2", "--out-dir", str(tmp_path)]) == 0
+    assert (
+        cf.main(
+            [
+                "--data-dir",
+                str(SHARED_DATA),
+                "--datasets",
+                "bluebirds",
+                "--methods",
+                "MV",
+                "DS-MAP",
+                "--splits",
+                "2",
+                "--draws",
+                "2",
+                "--out-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     df = pd.read_csv(tmp_path / cf.CSV)
     assert len(df) == 2 * 2 * 2 and set(df.method) == {"MV", "DS-MAP"}
     assert (df.n_cal >= 10).all() and (df.n_cal + df.n_scored == 108).all()

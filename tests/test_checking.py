@@ -11,7 +11,7 @@ import pyrater
 from pyrater import compare, loo, plots, posterior_predict, posterior_predictive_check, waic
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 pytestmark = pytest.mark.stan
 
@@ -120,8 +120,10 @@ def test_compare_ds_with_class_conditional_on_anesthesia(anesthesia_fit, anesthe
     assert table["elpd_diff"].iloc[1] == pytest.approx(table["elpd_loo"].iloc[1] - table["elpd_loo"].iloc[0])
     assert table["weight"].sum() == pytest.approx(1.0)
     assert table["dse"].iloc[1] > 0
-    elpd = {name: loo(f, warn=False).elpd_loo for name, f in
-            {"dawid_skene": anesthesia_fit, "class_conditional": anesthesia_cc_fit}.items()}
+    elpd = {
+        name: loo(f, warn=False).elpd_loo
+        for name, f in {"dawid_skene": anesthesia_fit, "class_conditional": anesthesia_cc_fit}.items()
+    }
     assert table.loc[table.index[0], "elpd_loo"] == pytest.approx(max(elpd.values()))
 
 

@@ -83,8 +83,19 @@ def test_demo_runs_end_to_end_with_stan(tmp_path):
 
 @pytest.mark.stan
 def test_fit_command_writes_plots_for_mcmc(tmp_path, anesthesia_path):
-    res = run("fit", str(anesthesia_path), "--method", "mcmc", "--chains", "2", "--draws", "200",
-              "--out", str(tmp_path), "--quiet")
+    res = run(
+        "fit",
+        str(anesthesia_path),
+        "--method",
+        "mcmc",
+        "--chains",
+        "2",
+        "--draws",
+        "200",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+    )
     assert res.returncode == 0, res.stderr
     for name in ("raters.png", "class_probabilities.png", "prevalence.png", "trace.png"):
         assert (tmp_path / name).stat().st_size > 1000
@@ -94,8 +105,17 @@ def test_fit_command_writes_plots_for_mcmc(tmp_path, anesthesia_path):
 
 @pytest.mark.stan
 def test_compare_command_prints_loo_table(anesthesia_path):
-    res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "class_conditional",
-              "--chains", "2", "--draws", "300")
+    res = run(
+        "compare",
+        str(anesthesia_path),
+        "--models",
+        "dawid_skene",
+        "class_conditional",
+        "--chains",
+        "2",
+        "--draws",
+        "300",
+    )
     assert res.returncode == 0, res.stderr
     lines = res.stdout.strip().splitlines()
     assert "elpd_loo" in lines[0] and "elpd_diff" in lines[0]
@@ -157,8 +177,21 @@ def test_many_categories_em_names_the_way_out_and_ml_and_priors_work(tmp_path):
         params = pd.read_csv(out / "parameters.csv", index_col=0)["estimate"].to_numpy()
         np.testing.assert_allclose(params[:5], ml.pi, atol=1e-10)
     # priors from flags: MAP with those priors
-    res = run("fit", str(path), "--method", "em", "--beta-off", "1", "--beta-diag", "4", "--alpha", "2",
-              "--out", str(tmp_path / "b"), "--quiet")
+    res = run(
+        "fit",
+        str(path),
+        "--method",
+        "em",
+        "--beta-off",
+        "1",
+        "--beta-diag",
+        "4",
+        "--alpha",
+        "2",
+        "--out",
+        str(tmp_path / "b"),
+        "--quiet",
+    )
     assert res.returncode == 0, res.stderr
     beta = np.ones((5, 5)) + 3 * np.eye(5)
     ref = pyrater.em(sim.data, DawidSkene(alpha=2, beta=beta), method="map", seed=1)
@@ -182,8 +215,20 @@ def test_known_file_restarts_and_seed(tmp_path):
     known = pd.DataFrame({"item": sim.data.unit_labels[:10], "label": cats[sim.z[:10]]})
     known_path = tmp_path / "known.csv"
     known.to_csv(known_path, index=False)
-    res = run("fit", str(path), "--method", "em", "--known", str(known_path), "--restarts", "2", "--seed", "5",
-              "--out", str(tmp_path / "o"))
+    res = run(
+        "fit",
+        str(path),
+        "--method",
+        "em",
+        "--known",
+        str(known_path),
+        "--restarts",
+        "2",
+        "--seed",
+        "5",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert res.returncode == 0, res.stderr
     assert "runs (init + restarts): 3" in res.stdout
     probs = pd.read_csv(tmp_path / "o" / "class_probabilities.csv", index_col=0)
@@ -202,12 +247,14 @@ def test_errors_are_one_line_with_traceback_under_debug(tmp_path, monkeypatch, c
     taken.write_text("x")
     res = run("fit", str(path), "--method", "em", "--out", str(taken))
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines() == [f"pyrater: error: --out {taken} exists and is not a folder; "
-                                               "give a folder (created if missing)"]  # before reading or fitting
+    assert res.stderr.strip().splitlines() == [
+        f"pyrater: error: --out {taken} exists and is not a folder; give a folder (created if missing)"
+    ]  # before reading or fitting
     res = run("fit", str(tmp_path), "--method", "em", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "is a directory" in res.stderr and "Traceback" not in res.stderr
     res = run("fit", str(path), "--draws", "-5", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "--draws" in res.stderr and "warmup" not in res.stderr.split("error:")[-1]
+
     # any other exception: one line naming it, exit status 1; the traceback with --debug
     def boom(data, args, known=None):
         raise RuntimeError("the sampler exploded\nsecond line")
@@ -240,13 +287,15 @@ def test_many_raters_short_summary_and_bounded_plot(tmp_path):
     np.testing.assert_allclose(raters["accuracy"], np.einsum("jkk,k->j", theta, pi), atol=1e-10)
     worst = raters["accuracy"].sort_values(kind="stable").index[:5]
     first = lines.index(next(x for x in lines if "least accurate" in x)) + 3  # after the table's two header lines
-    shown = [line.split()[0] for line in lines[first:first + 5]]
+    shown = [line.split()[0] for line in lines[first : first + 5]]
     assert [str(w) for w in worst] == shown
     height, width = matplotlib.image.imread(tmp_path / "o" / "raters.png").shape[:2]
     assert height <= 1000 and width <= 1500
     height, width = matplotlib.image.imread(tmp_path / "o" / "raters_least_accurate.png").shape[:2]
     assert height <= 1500 and width <= 1500
-    assert len((tmp_path / "o" / "summary.txt").read_text().splitlines()) > n_raters * 9  # the full report is in the file
+    assert (
+        len((tmp_path / "o" / "summary.txt").read_text().splitlines()) > n_raters * 9
+    )  # the full report is in the file
 
 
 def test_plot_raters_pages_or_summarises():
@@ -293,22 +342,48 @@ def test_gibbs_thin_and_pi_moves_reach_the_sampler(tmp_path, monkeypatch, capsys
 
     sim, path = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
     out = tmp_path / "g"
-    argv = ["fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "40", "--warmup", "20",
-            "--thin", "4", "--pi-moves", "2", "--seed", "7", "--out", str(out), "--quiet"]
+    argv = [
+        "fit",
+        str(path),
+        "--method",
+        "gibbs",
+        "--chains",
+        "2",
+        "--draws",
+        "40",
+        "--warmup",
+        "20",
+        "--thin",
+        "4",
+        "--pi-moves",
+        "2",
+        "--seed",
+        "7",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert cli.main(argv) == 0
-    ref = pyrater.fit(sim.data, "dawid_skene", method="gibbs", chains=2, draws=40, warmup=20, thin=4, pi_moves=2,
-                      seed=7)
+    ref = pyrater.fit(
+        sim.data, "dawid_skene", method="gibbs", chains=2, draws=40, warmup=20, thin=4, pi_moves=2, seed=7
+    )
     assert ref.draws["pi"].shape[:2] == (2, 10)  # 40 sweeps, every 4th kept
     params = pd.read_csv(out / "parameters.csv", index_col=0)
     np.testing.assert_allclose(params.loc[["pi[1]", "pi[2]"], "mean"], ref.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
     # the options of another method are refused before any data is read
     capsys.readouterr()
     for flags in (["--thin", "2"], ["--pi-moves", "1"], ["--thin", "2", "--pi-moves", "1"]):
-        assert cli.main(["fit", str(tmp_path / "missing.csv"), "--method", "em", *flags, "--out", str(tmp_path / "x")]) == 2
+        assert (
+            cli.main(["fit", str(tmp_path / "missing.csv"), "--method", "em", *flags, "--out", str(tmp_path / "x")])
+            == 2
+        )
         err = capsys.readouterr().err
         assert "of --method gibbs; got --method em" in err and all(f in err for f in flags if f.startswith("--"))
     assert not (tmp_path / "x").exists()
-    assert cli.main(["fit", str(path), "--method", "gibbs", "--thin", "50", "--draws", "40", "--out", str(tmp_path / "y")]) == 2
+    assert (
+        cli.main(["fit", str(path), "--method", "gibbs", "--thin", "50", "--draws", "40", "--out", str(tmp_path / "y")])
+        == 2
+    )
     assert "--thin (50) must be at most --draws (40)" in capsys.readouterr().err and not (tmp_path / "y").exists()
 
 
@@ -321,7 +396,8 @@ def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
         f"pyrater: error: {tsv}: the file looks tab-separated (header 'item\\trater\\trating'); pyrater reads "
-        "comma-separated CSV of ratings"]
+        "comma-separated CSV of ratings"
+    ]
     labels = pd.DataFrame({"item": sim.data.unit_labels[:12], "label": sim.data.categories[sim.z[:12]]})
     semi = tmp_path / "labels.csv"
     labels.to_csv(semi, sep=";", index=False)
@@ -332,15 +408,37 @@ def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
         assert not (tmp_path / "o" / "class_probabilities.csv").exists()  # refused before fitting
     # comma-separated, the labels are taken by both flags; the same items in both are refused before the fit
     labels.to_csv(semi, index=False)
-    res = run("fit", str(path), "--method", "em", "--known", str(semi), "--gold", str(semi), "--quiet",
-              "--out", str(tmp_path / "o"))
+    res = run(
+        "fit",
+        str(path),
+        "--method",
+        "em",
+        "--known",
+        str(semi),
+        "--gold",
+        str(semi),
+        "--quiet",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "12 gold item(s) were also given to the fit as known classes (--known" in res.stderr
     assert not (tmp_path / "o" / "class_probabilities.csv").exists()
     known = tmp_path / "known.csv"
     labels.iloc[:2].to_csv(known, index=False)
     labels.iloc[2:].to_csv(semi, index=False)
-    res = run("fit", str(path), "--method", "em", "--known", str(known), "--gold", str(semi), "--quiet",
-              "--out", str(tmp_path / "o"))
+    res = run(
+        "fit",
+        str(path),
+        "--method",
+        "em",
+        "--known",
+        str(known),
+        "--gold",
+        str(semi),
+        "--quiet",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "o" / "calibrated_probabilities.csv").exists()

@@ -25,9 +25,9 @@ pytest.importorskip("pyarrow")
 
 import pyrater  # noqa: E402
 from pyrater import DistributedRatingData, RatingDataError  # noqa: E402
-from pyrater.native.em import EMConvergenceWarning  # noqa: E402
-from pyrater.native.distributed.em import DistributedEMFit  # noqa: E402
-from pyrater.native.distributed.em import em as distributed_em  # noqa: E402
+from pyrater.inference.distributed.em import DistributedEMFit  # noqa: E402
+from pyrater.inference.distributed.em import em as distributed_em  # noqa: E402
+from pyrater.inference.em.algorithm import EMConvergenceWarning  # noqa: E402
 
 TOL = 1e-10
 
@@ -176,8 +176,9 @@ def test_parquet_round_trip_with_declared_categories(client, tmp_path):
     dist.class_probabilities().to_parquet(out)
     back = pd.read_parquet(out)
     assert back.index.name == "task" and list(back.columns) == cats
-    np.testing.assert_allclose(back.loc[mem.class_probabilities().index].to_numpy(),
-                               mem.class_probabilities().to_numpy(), atol=TOL)
+    np.testing.assert_allclose(
+        back.loc[mem.class_probabilities().index].to_numpy(), mem.class_probabilities().to_numpy(), atol=TOL
+    )
 
 
 def test_integer_labels_and_summary_and_save(client, tmp_path):
@@ -242,7 +243,7 @@ def test_no_client_is_an_error_naming_what_to_do(client, monkeypatch):
 
 
 def test_missing_dask_names_the_extra(monkeypatch):
-    from pyrater.native.distributed import require_dask
+    from pyrater.data._dask import require_dask
 
     for name in ("dask", "dask.dataframe", "distributed"):
         monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
@@ -266,7 +267,7 @@ def test_import_pyrater_without_dask():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy())
     assert out.returncode == 0, out.stderr
-    assert 'IMPORT-ERROR' in out.stdout and 'pip install "pyrater[dask]"' in out.stdout
+    assert "IMPORT-ERROR" in out.stdout and 'pip install "pyrater[dask]"' in out.stdout
 
 
 def test_a_worker_killed_mid_fit_is_recovered(client):
@@ -340,7 +341,10 @@ def _z_scores(dist, mem) -> np.ndarray:
     for f in (dist, mem):
         pi, theta = f._draws()
         flats.append(np.concatenate([pi, theta.reshape(len(theta), -1)], axis=1))
-    se = np.sqrt(flats[0].var(axis=0) / d_tab["ess_bulk"].to_numpy() + flats[1].var(axis=0) / m_tab["ess_bulk"].to_numpy())
+    n = flats[0].shape[1]  # the tables list pi and theta first, then the model's own parameters (p)
+    se = np.sqrt(
+        flats[0].var(axis=0) / d_tab["ess_bulk"].to_numpy()[:n] + flats[1].var(axis=0) / m_tab["ess_bulk"].to_numpy()[:n]
+    )
     return (flats[0].mean(axis=0) - flats[1].mean(axis=0)) / se
 
 
@@ -390,7 +394,7 @@ def test_a_worker_killed_mid_gibbs_gives_the_same_draws(client):
             while addr in client.scheduler_info()["workers"] and time.time() - start < 60:
                 time.sleep(0.05)
 
-    from pyrater.native.distributed.gibbs import gibbs as distributed_gibbs
+    from pyrater.inference.distributed.gibbs import gibbs as distributed_gibbs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

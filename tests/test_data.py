@@ -10,10 +10,10 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import shared_file
 from pyrater.data import RatingData, RatingDataError, UnratedItemsWarning, as_rating_data
 
 
@@ -45,8 +45,9 @@ def test_from_codes_matches_from_long():
 
 
 def test_from_codes_sizes_labels_and_weight():
-    d = RatingData.from_codes([0, 1], [0, 0], [1, 0], n_categories=4, n_items=5, n_raters=3,
-                              categories=["a", "b", "c", "d"])
+    d = RatingData.from_codes(
+        [0, 1], [0, 0], [1, 0], n_categories=4, n_items=5, n_raters=3, categories=["a", "b", "c", "d"]
+    )
     assert (d.n_units, d.n_raters, d.n_categories) == (5, 3, 4)
     assert list(d.categories) == ["a", "b", "c", "d"]
     assert d.counts.shape == (5, 12)
@@ -77,18 +78,36 @@ def test_from_codes_does_not_touch_caller_arrays():
     [
         (dict(item=[0, 1], rater=[0], rating=[0, 1], n_categories=2), "same length"),
         (dict(item=[], rater=[], rating=[], n_categories=2), "no ratings"),
-        (dict(item=[0, -1], rater=[0, 0], rating=[0, 1], n_categories=2), r"item codes must be >= 0 .*positions 1 hold -1"),
-        (dict(item=[0, 1], rater=[0, 0], rating=[0, 2], n_categories=2), r"rating codes must be < n_categories = 2 .*positions 1 hold 2"),
+        (
+            dict(item=[0, -1], rater=[0, 0], rating=[0, 1], n_categories=2),
+            r"item codes must be >= 0 .*positions 1 hold -1",
+        ),
+        (
+            dict(item=[0, 1], rater=[0, 0], rating=[0, 2], n_categories=2),
+            r"rating codes must be < n_categories = 2 .*positions 1 hold 2",
+        ),
         (dict(item=[0, 3], rater=[0, 0], rating=[0, 1], n_categories=2, n_items=3), "item codes must be < n_items = 3"),
-        (dict(item=[0, 1], rater=[0, 4], rating=[0, 1], n_categories=2, n_raters=2), "rater codes must be < n_raters = 2"),
+        (
+            dict(item=[0, 1], rater=[0, 4], rating=[0, 1], n_categories=2, n_raters=2),
+            "rater codes must be < n_raters = 2",
+        ),
         (dict(item=[0, 1], rater=[0, 0], rating=[0, 0], n_categories=1), "n_categories must be at least 2"),
         (dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2.0), "n_categories must be an integer"),
         (dict(item=[0.5, 1], rater=[0, 0], rating=[0, 1], n_categories=2), "item codes must be integers"),
         (dict(item=["a", "b"], rater=[0, 0], rating=[0, 1], n_categories=2), "item codes must be integers"),
         (dict(item=[[0, 1]], rater=[0, 0], rating=[0, 1], n_categories=2), "item codes must be a 1-d array"),
-        (dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, categories=["x"]), "categories has 1 labels but n_categories = 2"),
-        (dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, categories=["x", "x"]), "declared categories repeat"),
-        (dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, weight=[1]), r"weight must have shape \(n_items,\) = \(2,\)"),
+        (
+            dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, categories=["x"]),
+            "categories has 1 labels but n_categories = 2",
+        ),
+        (
+            dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, categories=["x", "x"]),
+            "declared categories repeat",
+        ),
+        (
+            dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, weight=[1]),
+            r"weight must have shape \(n_items,\) = \(2,\)",
+        ),
         (dict(item=[0, 1], rater=[0, 0], rating=[0, 1], n_categories=2, weight=[1, -2]), "weight must be >= 0"),
     ],
 )
@@ -333,7 +352,7 @@ def test_labels_differing_only_in_type_are_refused(col):
 def test_pandas_string_dtype():
     df = pd.DataFrame({"item": ["i1", "i2", "i2"], "rater": ["a", "a", "b"], "rating": ["pos", "neg", "pos"]})
     df = df.astype("str")
-    assert all(isinstance(t, pd.StringDtype) or t == object for t in df.dtypes)
+    assert all(isinstance(t, pd.StringDtype) or t == np.dtype(object) for t in df.dtypes)
     d = RatingData.from_long(df, categories=["neg", "neu", "pos"])
     assert list(d.categories) == ["neg", "neu", "pos"]
     assert d.rating.tolist() == [2, 0, 2]
@@ -348,7 +367,9 @@ def test_pandas_string_dtype():
 
 def test_categorical_columns_keep_their_scale_and_order():
     scale = pd.CategoricalDtype(["low", "mid", "high", "extreme"], ordered=True)
-    df = pd.DataFrame({"item": [1, 1, 2], "rater": ["a", "b", "a"], "rating": pd.Series(["low", "high", "mid"], dtype=scale)})
+    df = pd.DataFrame(
+        {"item": [1, 1, 2], "rater": ["a", "b", "a"], "rating": pd.Series(["low", "high", "mid"], dtype=scale)}
+    )
     d = RatingData.from_long(df)
     assert list(d.categories) == ["low", "mid", "high", "extreme"]  # order kept, unused level kept
     assert d.rating.tolist() == [0, 2, 1]
@@ -375,7 +396,9 @@ def _err(fn, *args, **kwargs) -> str:
 
 
 def test_error_empty_and_not_a_frame():
-    assert "the table is empty (no rows)" in _err(RatingData.from_long, pd.DataFrame({"item": [], "rater": [], "rating": []}))
+    assert "the table is empty (no rows)" in _err(
+        RatingData.from_long, pd.DataFrame({"item": [], "rater": [], "rating": []})
+    )
     assert "the table is empty" in _err(RatingData.from_wide, pd.DataFrame({"a": []}))
     assert "expected a pandas DataFrame, got dict" in _err(RatingData.from_long, {"item": [1]})
     assert "no rater columns" in _err(RatingData.from_grouped, pd.DataFrame({"n": [1]}))
@@ -491,9 +514,19 @@ def test_all_problems_reported_together():
 _G = pd.DataFrame({"r1": [1, 2, np.nan], "r2": ["a", None, "b"], "n": [2, 1, 3]})
 _CASES = [
     (RatingData.from_long, pd.DataFrame({"item": ["x", "y"], "rater": [1.0, 2.0], "rating": [1.0, 2.0]}), {}),
-    (RatingData.from_long, pd.DataFrame({"item": [1, 2], "rater": [1, 1], "rating": pd.Categorical(["a", "b"], categories=["a", "b", "c"])}), {}),
+    (
+        RatingData.from_long,
+        pd.DataFrame(
+            {"item": [1, 2], "rater": [1, 1], "rating": pd.Categorical(["a", "b"], categories=["a", "b", "c"])}
+        ),
+        {},
+    ),
     (RatingData.from_long, pd.DataFrame({"item": [1, 2], "rater": [1, 1], "rating": [1, np.nan]}), {}),
-    (RatingData.from_long, pd.DataFrame({"item": [1, 2], "rater": [1, 1], "rating": ["1", "3"]}), {"categories": [1, 2]}),
+    (
+        RatingData.from_long,
+        pd.DataFrame({"item": [1, 2], "rater": [1, 1], "rating": ["1", "3"]}),
+        {"categories": [1, 2]},
+    ),
     (RatingData.from_long, pd.DataFrame({"Item": [1], "rater": [1], "rating": [1]}), {}),
     (RatingData.from_wide, pd.DataFrame({"a": [1.0, np.nan], "b": [2.0, 1.0]}, index=["p", "q"]), {}),
     (RatingData.from_wide, pd.DataFrame({"id": ["p", "q"], "a": [1, 2], "b": ["1", "2"]}), {"item": "id"}),
@@ -501,7 +534,11 @@ _CASES = [
     (RatingData.from_grouped, pd.DataFrame({"r1": [1, 2], "r2": [2, np.nan], "n": [1, 2]}), {}),
     (RatingData.from_grouped, pd.DataFrame({"r1": [1, 1], "r2": [2, 2], "n": [1, -2]}), {}),
     (RatingData.from_grouped, pd.DataFrame({"r1": [1, 1], "r2": [2, 2], "n": [1, 2]}), {}),
-    (RatingData.from_grouped, pd.DataFrame({"r1": ["x", "y"], "r2": ["y", None], "n": [1, 2]}).astype({"r1": "str"}), {}),
+    (
+        RatingData.from_grouped,
+        pd.DataFrame({"r1": ["x", "y"], "r2": ["y", None], "n": [1, 2]}).astype({"r1": "str"}),
+        {},
+    ),
 ]
 
 
@@ -692,7 +729,9 @@ def test_anesthesia_long_data():
     by_rater = df.groupby(["item", "rater"]).size().unstack()
     assert (by_rater[1] > 1).all() and (by_rater.drop(columns=1) == 1).all().all()
     assert d.rating_counts().to_dict() == df["rating"].value_counts().sort_index().to_dict()
-    with pytest.raises(RatingDataError, match="wide format cannot hold repeated ratings: item 1 was rated 3 times by rater 1"):
+    with pytest.raises(
+        RatingDataError, match="wide format cannot hold repeated ratings: item 1 was rated 3 times by rater 1"
+    ):
         d.to_wide()
     assert RatingData.from_long(d.to_long()).equals(d)
     assert _tuples(d.to_long()) == _tuples(df)
@@ -717,7 +756,7 @@ def test_caries_grouped_data_roundtrip_exact():
 
 
 def test_pattern_grouping_exact_even_when_hashes_collide(monkeypatch):
-    import pyrater.data as datamod
+    import pyrater.data.ratings as datamod
 
     w = pd.DataFrame({"a": [1, 2, 1, 2, np.nan, 1], "b": [2, 1, 2, np.nan, 1, 2], "c": [1, 1, 1, 2, 2, 1]})
     expected = RatingData.from_wide(w).to_grouped()

@@ -5,8 +5,6 @@ Each check is also run through the command line's ``main()`` on a temporary CSV.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -80,7 +78,9 @@ def test_tally_column_in_a_wide_table_is_an_error_naming_it():
     with pytest.raises(RatingDataError, match=r"column 'n' looks like a tally.*data_format='grouped'.*raters="):
         RatingData.from_wide(g)
     # by its values, whatever its name
-    with pytest.raises(RatingDataError, match=r"column 'm' looks like a tally .*\(its values \(3, 5, 30, 40\) lie far outside"):
+    with pytest.raises(
+        RatingDataError, match=r"column 'm' looks like a tally .*\(its values \(3, 5, 30, 40\) lie far outside"
+    ):
         RatingData.from_wide(g.rename(columns={"n": "m"}))
     # the way out: read it as grouped, or choose the raters
     assert RatingData.from_grouped(g).n_items == 78
@@ -118,7 +118,9 @@ def test_cli_refuses_a_stray_text_rating(tmp_path, capsys):
     assert code == 2
     assert "row 20: 'x'" in err and "lines of the file" in err and "--categories" in err
     # declared with --categories, the same file fits
-    code, err = _cli(tmp_path, "item,rater,rating\n" + rows + "6,0,x\n6,1,2\n", "--categories", "1,2,3,x", capsys=capsys)
+    code, err = _cli(
+        tmp_path, "item,rater,rating\n" + rows + "6,0,x\n6,1,2\n", "--categories", "1,2,3,x", capsys=capsys
+    )
     assert code == 0, err
 
 

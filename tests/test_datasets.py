@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 
-import pandas as pd
 import pytest
-from conftest import SHARED_DATA, packaged_file
 
 import pyrater
+from conftest import SHARED_DATA, packaged_file
 from pyrater import RatingData, datasets
 
 
@@ -42,7 +41,7 @@ def test_packaged_copies_equal_the_shared_data(name):
 
 
 def test_wheel_includes_the_data_files(tmp_path):
-    """hatch's wheel holds pyrater/_datasets/*.csv (the wheel config ships the package folder)."""
+    """hatch's wheel holds pyrater/data/_datasets/*.csv (the wheel config ships the package folder)."""
     pytest.importorskip("hatchling")
     import subprocess
     import sys
@@ -54,11 +53,14 @@ def test_wheel_includes_the_data_files(tmp_path):
     # the PEP 517 hook pip calls, run in the checkout
     res = subprocess.run(
         [sys.executable, "-c", f"import hatchling.build as b; print(b.build_wheel({str(tmp_path)!r}))"],
-        cwd=root, capture_output=True, text=True, timeout=300,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     wheel = tmp_path / res.stdout.strip().splitlines()[-1]
     names = zipfile.ZipFile(wheel).namelist()
     for f in ("anesthesia.csv", "caries.csv", "SOURCE.md"):
-        assert f"pyrater/_datasets/{f}" in names
+        assert f"pyrater/data/_datasets/{f}" in names
     assert os.path.basename(wheel).startswith("pyrater-")

@@ -9,23 +9,21 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import shared_file
 import pyrater
+from conftest import shared_file
 from pyrater.data import RatingData
-from pyrater.native.em import EMConvergenceWarning, EMFit, em, soft_majority_vote
-from pyrater.kernel import class_log_posterior
+from pyrater.inference.em.algorithm import EMConvergenceWarning, EMFit, em
 from pyrater.models import (
     ClassConditionalDawidSkene,
     DawidSkene,
     HierarchicalDawidSkene,
     HomogeneousDawidSkene,
-)
-from pyrater.simulation import (
     class_conditional_theta,
     simulate_class_conditional,
     simulate_dawid_skene,
     simulate_homogeneous,
 )
+from pyrater.models.kernels import class_log_posterior, soft_majority_vote
 
 VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
 PI3 = np.array([0.5, 0.3, 0.2])
@@ -42,13 +40,15 @@ def _theta_ds(J: int, K: int, seed: int) -> np.ndarray:
 def _simulate(variant: str, n_items: int = 1500, n_raters: int = 6, seed: int = 0, raters_per_item=None):
     K = 3
     if variant == "dawid_skene":
-        return simulate_dawid_skene(n_items, n_raters, pi=PI3, theta=_theta_ds(n_raters, K, seed),
-                                    raters_per_item=raters_per_item, seed=seed)
+        return simulate_dawid_skene(
+            n_items, n_raters, pi=PI3, theta=_theta_ds(n_raters, K, seed), raters_per_item=raters_per_item, seed=seed
+        )
     if variant == "class_conditional":
         p = np.random.default_rng(seed).uniform(0.6, 0.9, size=(n_raters, K))
         return simulate_class_conditional(n_items, n_raters, pi=PI3, p=p, raters_per_item=raters_per_item, seed=seed)
-    return simulate_homogeneous(n_items, n_raters, pi=PI3, theta=_theta_ds(1, K, seed)[0],
-                                raters_per_item=raters_per_item, seed=seed)
+    return simulate_homogeneous(
+        n_items, n_raters, pi=PI3, theta=_theta_ds(1, K, seed)[0], raters_per_item=raters_per_item, seed=seed
+    )
 
 
 def _log_prior(fit) -> float:
@@ -159,11 +159,21 @@ def _textbook_em(n: np.ndarray, n_iter: int):
 def test_em_equals_textbook_loops_on_tiny_example():
     # 5 items, 3 raters, 2 categories; rater 0 rated item 0 twice, rater 2 skipped item 4
     rows = [
-        (0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 2, 1),
-        (1, 0, 1), (1, 1, 1), (1, 2, 1),
-        (2, 0, 0), (2, 1, 1), (2, 2, 0),
-        (3, 0, 1), (3, 1, 0), (3, 2, 1),
-        (4, 0, 0), (4, 1, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 1, 0),
+        (0, 2, 1),
+        (1, 0, 1),
+        (1, 1, 1),
+        (1, 2, 1),
+        (2, 0, 0),
+        (2, 1, 1),
+        (2, 2, 0),
+        (3, 0, 1),
+        (3, 1, 0),
+        (3, 2, 1),
+        (4, 0, 0),
+        (4, 1, 0),
     ]
     df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
     n = np.zeros((5, 3, 2))
@@ -253,8 +263,17 @@ def test_trace_never_decreases(variant, method, with_known):
         labs = sim.data.unit_labels[:50]
         known = dict(zip(labs, sim.data.categories[sim.z[:50]]))
     # a random start makes EM travel further than majority vote does
-    fit = em(sim.data, model=variant, method=method, known=known, init="random", seed=1, tol=1e-12,
-             max_iter=5000, compress=False)
+    fit = em(
+        sim.data,
+        model=variant,
+        method=method,
+        known=known,
+        init="random",
+        seed=1,
+        tol=1e-12,
+        max_iter=5000,
+        compress=False,
+    )
     trace = fit.log_lik_trace
     assert trace.size > 5
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
@@ -315,8 +334,9 @@ def test_restarts_keep_the_best_run():
     # redo every run by hand: the given start, then the same random starts
     rng = np.random.default_rng(seed)
     starts = [stuck] + [rng.dirichlet(np.ones(3), size=sim.data.n_units) for _ in range(n_restarts)]
-    finals = np.array([em(sim.data, init=s, compress=False, tol=1e-10, max_iter=3000).log_lik_trace[-1]
-                       for s in starts])
+    finals = np.array(
+        [em(sim.data, init=s, compress=False, tol=1e-10, max_iter=3000).log_lik_trace[-1] for s in starts]
+    )
     np.testing.assert_allclose(fit.restart_objectives, finals, rtol=1e-12)
     # the kept run is the best up to the documented margin tol * |objective| (label-switched
     # copies of one optimum do not replace each other)
@@ -502,8 +522,8 @@ def test_inputs_not_modified():
 
 
 def test_fast_log_joint_equals_the_kernel(anesthesia):
-    from pyrater.native.em import _log_joint_into
-    from pyrater.kernel import log_joint
+    from pyrater.inference.em.steps import _log_joint_into
+    from pyrater.models.kernels import log_joint
 
     rng = np.random.default_rng(0)
     K, J = anesthesia.n_categories, anesthesia.n_raters
@@ -515,12 +535,13 @@ def test_fast_log_joint_equals_the_kernel(anesthesia):
     np.testing.assert_allclose(got, log_joint(anesthesia.counts, log_pi, log_theta), rtol=1e-14)
     shift = rng.normal(size=anesthesia.n_units)
     got = _log_joint_into(anesthesia.counts, log_pi, log_theta, out, shift)
-    np.testing.assert_allclose(got, log_joint(anesthesia.counts, log_pi, log_theta) - shift[:, None],
-                               rtol=1e-13, atol=1e-12)
+    np.testing.assert_allclose(
+        got, log_joint(anesthesia.counts, log_pi, log_theta) - shift[:, None], rtol=1e-13, atol=1e-12
+    )
 
 
 def test_auto_compression_prefilter():
-    from pyrater.native.em import _may_compress
+    from pyrater.inference.em.compress import may_compress as _may_compress
 
     few = simulate_dawid_skene(5000, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=4)
     many = simulate_dawid_skene(5000, 200, n_categories=5, raters_per_item=5, seed=4)
@@ -545,7 +566,9 @@ def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
 def test_shifted_log_sum_exp_equals_exact_and_recovers_bad_guesses(anesthesia):
     from scipy.special import logsumexp
 
-    from pyrater.native.em import _e_step, _normalise_rows_in_place, _Problem
+    from pyrater.inference.em.steps import Problem as _Problem
+    from pyrater.inference.em.steps import e_step as _e_step
+    from pyrater.inference.em.steps import normalise_rows_in_place as _normalise_rows_in_place
 
     rng = np.random.default_rng(3)
     lj = rng.normal(scale=200.0, size=(1000, 4))
@@ -590,7 +613,7 @@ def test_wide_input_with_an_unrated_item():
 def test_ml_classes_are_aligned_with_the_ratings_whatever_the_start():
     """ML Dawid-Skene is label-symmetric: a start with permuted classes must not
     come back with permuted classes (the Hungarian relabelling undoes it)."""
-    from pyrater.simulation import simulate_dawid_skene
+    from pyrater.models import simulate_dawid_skene
 
     K = 3
     theta = np.full((6, K, K), 0.1)
@@ -656,13 +679,16 @@ def _log_posterior(data: RatingData, pi: np.ndarray, theta: np.ndarray) -> float
     """Log-likelihood plus the full log prior density of rater's Dawid-Skene priors (scipy.stats)."""
     from scipy.special import logsumexp
 
-    from pyrater.kernel import log_joint
+    from pyrater.models.kernels import log_joint
 
     pri = DawidSkene().priors(data.n_categories, data.n_raters)
     ll = logsumexp(log_joint(data.counts, np.log(pi), np.log(theta)), axis=1).sum()
     lp = stats.dirichlet.logpdf(pi, pri["alpha"])
-    lp += sum(stats.dirichlet.logpdf(theta[j, k], pri["beta"][j, k])
-              for j in range(data.n_raters) for k in range(data.n_categories))
+    lp += sum(
+        stats.dirichlet.logpdf(theta[j, k], pri["beta"][j, k])
+        for j in range(data.n_raters)
+        for k in range(data.n_categories)
+    )
     return float(ll + lp)
 
 
@@ -690,10 +716,20 @@ def test_default_map_search_reaches_stans_optimum(anesthesia):
     assert fit.log_posterior == pytest.approx(at_stan, abs=1e-3)
 
 
-@pytest.mark.parametrize("bad", [{"max_iter": 0}, {"max_iter": True}, {"tol": -1.0}, {"tol": "x"},
-                                 {"param_tol": -1e-6}, {"param_tol": True}, {"param_tol": float("nan")}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_iter": 0},
+        {"max_iter": True},
+        {"tol": -1.0},
+        {"tol": "x"},
+        {"param_tol": -1e-6},
+        {"param_tol": True},
+        {"param_tol": float("nan")},
+    ],
+)
 def test_stopping_arguments_are_checked_once_for_both_em_routes(bad):
-    from pyrater.native.em import _check_stopping
+    from pyrater.inference.em.convergence import check_stopping as _check_stopping
 
     args = {"max_iter": 10, "tol": 1e-8, "param_tol": 1e-6, **bad}
     name = next(iter(bad))

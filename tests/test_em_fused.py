@@ -1,4 +1,4 @@
-"""The fused numba EM iteration (pyrater.native._fused) against the scipy path of pyrater.native.em."""
+"""The fused numba EM iteration (pyrater.inference.em.kernel) against the scipy path of pyrater.inference.em.algorithm."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ import pytest
 
 pytest.importorskip("numba")
 
-from conftest import shared_file  # noqa: E402
-from pyrater.native import _fused  # noqa: E402
-from pyrater.data import RatingData  # noqa: E402
-from pyrater.native.em import EMConvergenceWarning, em, soft_majority_vote  # noqa: E402
-from pyrater.kernel import class_log_posterior  # noqa: E402
-from pyrater.simulation import simulate_dawid_skene  # noqa: E402
+from conftest import shared_file
+from pyrater.data import RatingData
+from pyrater.inference import _numba
+from pyrater.inference.em import kernel as _fused
+from pyrater.inference.em.algorithm import EMConvergenceWarning, em
+from pyrater.models import simulate_dawid_skene
+from pyrater.models.kernels import (
+    class_log_posterior,
+    soft_majority_vote,
+)
 
 VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
 RTOL = 1e-10
@@ -69,8 +73,7 @@ def _assert_same_fit(a, b, rtol=RTOL):
 def test_fused_fit_equals_scipy_fit(repeated, variant, method, with_known):
     data, known = repeated
     assert data.counts.data.max() >= 2  # repeated ratings are in the data
-    kw = dict(model=variant, method=method, known=known if with_known else None, tol=0.0, max_iter=25,
-              compress=False)
+    kw = dict(model=variant, method=method, known=known if with_known else None, tol=0.0, max_iter=25, compress=False)
     a, b = _fit(data, "scipy", **kw), _fit(data, "numba", **kw)
     _assert_same_fit(a, b)
     if with_known:  # clamped to one-hot on the known class
@@ -142,8 +145,18 @@ def test_threads_give_the_same_fit(repeated):
 @pytest.mark.parametrize("method", ["ml", "map"])
 def test_fused_trace_never_decreases(repeated, variant, method):
     data, known = repeated
-    fit = _fit(data, "numba", model=variant, method=method, known=known, init="random", seed=1, tol=1e-13,
-               max_iter=3000, compress=False)
+    fit = _fit(
+        data,
+        "numba",
+        model=variant,
+        method=method,
+        known=known,
+        init="random",
+        seed=1,
+        tol=1e-13,
+        max_iter=3000,
+        compress=False,
+    )
     trace = fit.log_lik_trace
     assert fit.backend == "numba" and trace.size > 5
     assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:]))
@@ -165,7 +178,9 @@ def test_the_data_is_not_modified(repeated):
 def test_auto_backend_uses_numba_from_the_size_threshold(repeated, monkeypatch):
     import importlib
 
-    em_module = importlib.import_module("pyrater.native.em")  # the package exports the function under the same name
+    em_module = importlib.import_module(
+        "pyrater.inference.em.algorithm"
+    )  # the package exports the function under the same name
     data, _ = repeated
     assert _fit(data, "auto", max_iter=5).backend == "scipy"  # far below the threshold
     monkeypatch.setattr(em_module, "_FUSED_MIN_NNZ", 0)
@@ -180,18 +195,23 @@ def test_auto_backend_uses_numba_from_the_size_threshold(repeated, monkeypatch):
 def test_without_numba_auto_falls_back_to_scipy(repeated, monkeypatch):
     import importlib
 
-    em_module = importlib.import_module("pyrater.native.em")
+    em_module = importlib.import_module("pyrater.inference.em.algorithm")
     monkeypatch.setattr(em_module, "_FUSED_MIN_NNZ", 0)
-    monkeypatch.setattr(em_module, "_load_fused", lambda: None)  # as if numba failed to import
+    monkeypatch.setattr(em_module, "load_fused", lambda: None)  # as if numba failed to import
     data, _ = repeated
     assert _fit(data, "auto", max_iter=5).backend == "scipy"
     with pytest.raises(ImportError, match="needs numba"):
         _fit(data, "numba", max_iter=5)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"backend": "cuda"}, "backend must be"),
-                                           ({"n_threads": 0}, "n_threads must be"),
-                                           ({"n_threads": 1.5}, "n_threads must be")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"backend": "cuda"}, "backend must be"),
+        ({"n_threads": 0}, "n_threads must be"),
+        ({"n_threads": 1.5}, "n_threads must be"),
+    ],
+)
 def test_bad_backend_arguments(repeated, kwargs, match):
     with pytest.raises(ValueError, match=match):
         em(repeated[0], **kwargs)
@@ -210,14 +230,14 @@ def test_kernel_pass_equals_the_reference_products(repeated):
     theta = rng.dirichlet(np.ones(K), size=(J, K))
     codes = data.known_codes(known)
     w = rng.integers(1, 4, size=I).astype(float)
-    LT = _fused.pad_log_theta(np.log(theta), _fused.aligned_zeros((JK, _fused.KP)))
+    LT = _fused.pad_log_theta(np.log(theta), _numba.aligned_zeros((JK, _fused.KP)))
     assert LT.ctypes.data % 64 == 0 and np.all(LT[:, K:] == 0)
     T = np.full((I, K), np.nan)
     ll = np.full(I, np.nan)
-    N = _fused.aligned_zeros((JK, _fused.KP))
+    N = _numba.aligned_zeros((JK, _fused.KP))
     n_k = np.full(_fused.KP, np.nan)
     args = (c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log(pi)), codes, w, 0, I, K, T, ll, N, n_k)
-    _fused.compile_for(_fused.em_iteration, *args)
+    _numba.compile_for(_fused.em_iteration, *args)
     total = _fused.em_iteration(*args)
     lp, ll_ref = class_log_posterior(c, np.log(pi), np.log(theta), codes)
     T_ref = np.exp(lp)
@@ -229,13 +249,27 @@ def test_kernel_pass_equals_the_reference_products(repeated):
     np.testing.assert_allclose(n_k[:K], w @ T_ref, rtol=1e-12)
     # a range of units, unit weights, no per-unit outputs: same pieces, product-of-sums objective
     lo, hi = 100, 400
-    part = _fused.em_iteration(c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log(pi)), codes, np.empty(0),
-                               lo, hi, K, np.empty((0, K)), np.empty(0), N, n_k)
+    part = _fused.em_iteration(
+        c.indptr,
+        c.indices,
+        c.data,
+        LT,
+        _fused.pad_log_pi(np.log(pi)),
+        codes,
+        np.empty(0),
+        lo,
+        hi,
+        K,
+        np.empty((0, K)),
+        np.empty(0),
+        N,
+        n_k,
+    )
     assert part == pytest.approx(ll_ref[lo:hi].sum(), rel=1e-13)
     np.testing.assert_allclose(N[:, :K], c[lo:hi].T @ T_ref[lo:hi], rtol=1e-12, atol=1e-300)
     # the first M-step's sums from given probabilities
     args = (c.indptr, c.indices, c.data, T_ref, w, 0, I, N, n_k)
-    _fused.compile_for(_fused.expected_counts, *args)
+    _numba.compile_for(_fused.expected_counts, *args)
     _fused.expected_counts(*args)
     np.testing.assert_allclose(N[:, :K], c.T @ (w[:, None] * T_ref), rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(n_k[:K], w @ T_ref, rtol=1e-12)
@@ -251,9 +285,23 @@ def test_kernel_rows_without_a_finite_log_joint_are_nan_like_the_scipy_path():
         _fused.pad_log_theta(np.log(theta), LT)
     T = np.empty((2, 2))
     ll = np.empty(2)
-    args = (c.indptr, c.indices, c.data, LT, _fused.pad_log_pi(np.log([0.5, 0.5])), np.empty(0, np.int64),
-            np.empty(0), 0, 2, 2, T, ll, np.empty((0, _fused.KP)), np.zeros(_fused.KP))
-    _fused.compile_for(_fused.em_iteration, *args)
+    args = (
+        c.indptr,
+        c.indices,
+        c.data,
+        LT,
+        _fused.pad_log_pi(np.log([0.5, 0.5])),
+        np.empty(0, np.int64),
+        np.empty(0),
+        0,
+        2,
+        2,
+        T,
+        ll,
+        np.empty((0, _fused.KP)),
+        np.zeros(_fused.KP),
+    )
+    _numba.compile_for(_fused.em_iteration, *args)
     _fused.em_iteration(*args)
     assert np.all(np.isnan(T[0])) and np.isnan(ll[0])
     np.testing.assert_allclose(T[1], [0.5, 0.5], rtol=1e-15)
@@ -262,8 +310,13 @@ def test_kernel_rows_without_a_finite_log_joint_are_nan_like_the_scipy_path():
 
 def test_polynomial_exp_matches_libm():
     rng = np.random.default_rng(0)
-    xs = np.concatenate([-rng.exponential(5.0, 4000), -rng.uniform(0, 745.2, 4000),
-                         [0.0, -1e-300, -0.5 * math.log(2), -700.0, -708.39, -708.4, -720.0, -744.4, -745.1]])
+    xs = np.concatenate(
+        [
+            -rng.exponential(5.0, 4000),
+            -rng.uniform(0, 745.2, 4000),
+            [0.0, -1e-300, -0.5 * math.log(2), -700.0, -708.39, -708.4, -720.0, -744.4, -745.1],
+        ]
+    )
     for x in xs:
         got, ref = _fused._exp_nonpos(x), math.exp(x)
         if ref >= 2.2250738585072014e-308:  # normal results: within about 2 ulp

@@ -17,8 +17,8 @@ import pytest
 
 import pyrater
 from pyrater import _arviz, fit, simulate
-from pyrater.engines import StanCompileError, StanError, cmdstan_available, get_engine
-from pyrater.stan_data import STAN_MODEL_NAMES
+from pyrater.inference.stan.data import STAN_MODEL_NAMES
+from pyrater.inference.stan.engines import StanCompileError, StanError, cmdstan_available, get_engine
 
 pytestmark = pytest.mark.stan
 
@@ -77,8 +77,9 @@ def test_mcmc_same_seed_same_posterior(model, grouped):
         np.testing.assert_allclose(b.draws[name], a.draws[name], rtol=DRAWS_RTOL, atol=1e-12, err_msg=name)
     np.testing.assert_array_equal(a.sample_stats["n_steps"], b.sample_stats["n_steps"])
     for which in ("pi", "theta"):
-        np.testing.assert_allclose(b.posterior_interval(0.9, which), a.posterior_interval(0.9, which),
-                                   rtol=DRAWS_RTOL, atol=1e-12)
+        np.testing.assert_allclose(
+            b.posterior_interval(0.9, which), a.posterior_interval(0.9, which), rtol=DRAWS_RTOL, atol=1e-12
+        )
         np.testing.assert_allclose(b.point_estimate(which), a.point_estimate(which), rtol=DRAWS_RTOL)
     np.testing.assert_allclose(b.class_probabilities(), a.class_probabilities(), rtol=1e-7, atol=1e-12)
     with warnings.catch_warnings():
@@ -134,8 +135,17 @@ def test_fit_reports_engine_and_stan_version(stan_engine):
     data = _data("homogeneous", grouped=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # 2 x 50 draws: Rhat may warn
-        f = fit(data, "homogeneous", method="mcmc", chains=2, warmup=100, draws=50, seed=2, progress=False,
-                engine=stan_engine)
+        f = fit(
+            data,
+            "homogeneous",
+            method="mcmc",
+            chains=2,
+            warmup=100,
+            draws=50,
+            seed=2,
+            progress=False,
+            engine=stan_engine,
+        )
     version = f.settings["stan_version"]
     assert version == stan_engine.stan_version and version.startswith("2.")
     info = f.summary().info

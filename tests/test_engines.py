@@ -19,7 +19,8 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from pyrater import RatingData, get_model
-from pyrater.engines import (
+from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.engines import (
     ENGINE_NAMES,
     SAMPLE_STAT_NAMES,
     CmdStanPyEngine,
@@ -29,14 +30,12 @@ from pyrater.engines import (
     StanCompileError,
     StanDataError,
     StanError,
-    StanRuntimeError,
     cmdstan_available,
     get_engine,
     stan_dir,
     stan_file,
 )
-from pyrater.kernel import class_log_posterior
-from pyrater.stan_data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.models.kernels import class_log_posterior
 
 HAS_CMDSTAN = cmdstan_available() is not None
 NO_CMDSTAN_REASON = "no CmdStan installation found (cmdstanpy.cmdstan_path() fails); cmdstanpy engine cannot run"
@@ -173,8 +172,7 @@ def test_bad_data_carries_stan_message(stan_engine):
         stan_engine.optimize("dawid_skene", missing, seed=1, inits="random")
     zero_v = "(?s)Stan rejected the data.*v.* is 0, but must be greater than or equal to 1"
     with pytest.raises(StanDataError, match=zero_v):
-        stan_engine.sample("dawid_skene", dict(d, v=d["v"] * 0), chains=1, warmup=10, draws=10, seed=1,
-                           inits="random")
+        stan_engine.sample("dawid_skene", dict(d, v=d["v"] * 0), chains=1, warmup=10, draws=10, seed=1, inits="random")
     small = {"N": 2, "y": np.array([0.1, 0.2]), "fail": 0}
     with pytest.raises(StanDataError, match="mismatch in dimension|dimension"):
         stan_engine.sample_code(TINY, dict(small, N=3), chains=1, warmup=10, draws=10, seed=1)
@@ -193,8 +191,12 @@ def test_argument_validation_before_work():
     eng = PystanEngine.__new__(PystanEngine)  # no backend needed to validate arguments
     eng._modules = {}
     d = {"K": 2, "J": 1, "I": 1}
-    for kwargs, match in (({"chains": 0}, "chains"), ({"draws": 1.5}, "draws"), ({"seed": -1}, "seed"),
-                          ({"warmup": -1}, "warmup")):
+    for kwargs, match in (
+        ({"chains": 0}, "chains"),
+        ({"draws": 1.5}, "draws"),
+        ({"seed": -1}, "seed"),
+        ({"warmup": -1}, "warmup"),
+    ):
         with pytest.raises(ValueError, match=match):
             eng.sample("dawid_skene", d, **kwargs)
     with pytest.raises(ValueError, match="unknown Stan model"):
@@ -211,8 +213,7 @@ def test_sampler_failure_carries_stan_message(stan_engine):
     with pytest.raises(StanError, match="deliberate failure at mu") as info:
         stan_engine.sample_code(TINY, data, chains=2, warmup=10, draws=10, seed=1, progress=False)
     assert "Initialization failed" in str(info.value)
-    ok = stan_engine.sample_code(TINY, dict(data, fail=0), chains=2, warmup=100, draws=100, seed=1,
-                                   progress=False)
+    ok = stan_engine.sample_code(TINY, dict(data, fail=0), chains=2, warmup=100, draws=100, seed=1, progress=False)
     assert ok.draws["mu"].shape == (2, 100)
 
 
@@ -227,8 +228,9 @@ def fits(stan_engine, sim_data):
     """One short run per model, shared by the sampling tests."""
     out = {}
     for name in STAN_MODEL_NAMES:
-        out[name] = stan_engine.sample(name, stan_data(sim_data, get_model(name)), chains=2, warmup=300,
-                                         draws=200, seed=123, progress=False)
+        out[name] = stan_engine.sample(
+            name, stan_data(sim_data, get_model(name)), chains=2, warmup=300, draws=200, seed=123, progress=False
+        )
     return out
 
 
@@ -268,8 +270,15 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
 
 @pytest.mark.stan
 def test_sample_is_reproducible(stan_engine, fits, sim_data):
-    again = stan_engine.sample("dawid_skene", stan_data(sim_data, get_model("dawid_skene")), chains=2,
-                                 warmup=300, draws=200, seed=123, progress=False)
+    again = stan_engine.sample(
+        "dawid_skene",
+        stan_data(sim_data, get_model("dawid_skene")),
+        chains=2,
+        warmup=300,
+        draws=200,
+        seed=123,
+        progress=False,
+    )
     np.testing.assert_array_equal(again.draws["theta"], fits["dawid_skene"].draws["theta"])
     np.testing.assert_array_equal(again.sample_stats["lp"], fits["dawid_skene"].sample_stats["lp"])
 
@@ -277,8 +286,7 @@ def test_sample_is_reproducible(stan_engine, fits, sim_data):
 @pytest.mark.stan
 def test_sample_random_inits_and_no_log_lik(stan_engine, sim_data):
     d = stan_data(sim_data, "homogeneous", log_lik=False)
-    fit = stan_engine.sample("homogeneous", d, chains=1, warmup=100, draws=50, seed=5, inits="random",
-                               progress=False)
+    fit = stan_engine.sample("homogeneous", d, chains=1, warmup=100, draws=50, seed=5, inits="random", progress=False)
     assert fit.draws["log_lik"].shape == (1, 50, 0)
     assert fit.seed == 5
 
@@ -323,7 +331,7 @@ def test_optimize_finds_the_mode(stan_engine):
     _, ll = class_log_posterior(data.counts, np.log(opt.params["pi"]), np.log(opt.params["theta"]))
     np.testing.assert_allclose(opt.params["log_lik"], ll, rtol=1e-9)
     try:
-        from pyrater.native.em import em
+        from pyrater.inference.em.algorithm import em
     except ImportError:
         return
     fit = em(data, model, method="map", tol=1e-12, max_iter=20000)
@@ -343,7 +351,7 @@ def test_optimize_class_conditional_matches_direct_scipy(stan_engine):
 
     def neg(x):
         pi = softmax(np.append(x[: K - 1], 0.0))
-        p = 1 / (1 + np.exp(-x[K - 1:].reshape(J, K)))
+        p = 1 / (1 + np.exp(-x[K - 1 :].reshape(J, K)))
         theta = np.repeat(((1 - p) / (K - 1))[:, :, None], K, axis=2)
         theta[:, np.arange(K), np.arange(K)] = p
         _, ll = class_log_posterior(data.counts, np.log(pi), np.log(theta))
@@ -353,7 +361,7 @@ def test_optimize_class_conditional_matches_direct_scipy(stan_engine):
     x0 = np.concatenate([np.zeros(K - 1), np.full(J * K, 1.0)])
     res = minimize(neg, x0, method="BFGS", options={"gtol": 1e-9})
     assert opt.log_density == pytest.approx(-res.fun, abs=1e-6)
-    p_direct = 1 / (1 + np.exp(-res.x[K - 1:].reshape(J, K)))
+    p_direct = 1 / (1 + np.exp(-res.x[K - 1 :].reshape(J, K)))
     np.testing.assert_allclose(opt.params["p"], p_direct, atol=1e-4)
 
 
@@ -371,7 +379,7 @@ def test_optimize_explicit_inits_list(stan_engine):
 @pytest.mark.stan
 @pytest.mark.skipif(not HAS_CMDSTAN, reason=NO_CMDSTAN_REASON)
 def test_cmdstanpy_compiles_into_the_cache_once():
-    from pyrater.engines.cache import cache_dir
+    from pyrater.inference.stan.engines.cache import cache_dir
 
     eng = get_engine("cmdstanpy")
     model = eng.compile("dawid_skene")
@@ -419,14 +427,19 @@ def test_cmdstan_available_needs_a_complete_build(monkeypatch, tmp_path):
 
 def test_compile_lock_serialises_processes(tmp_path, monkeypatch):
     """A second process blocks on the same program's lock until the first releases it."""
-    from pyrater.engines.cache import compile_lock
+    from pyrater.inference.stan.engines.cache import compile_lock
 
     monkeypatch.setenv("PYRATER_CACHE_DIR", str(tmp_path))
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pyrater.engines.cache import compile_lock\n"
-         "with compile_lock('prog'):\n    print('held', flush=True); time.sleep(2)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pyrater.inference.stan.engines.cache import compile_lock\n"
+            "with compile_lock('prog'):\n    print('held', flush=True); time.sleep(2)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert holder.stdout.readline().strip() == "held"
     start = time.perf_counter()
@@ -441,7 +454,7 @@ def test_compile_lock_serialises_processes(tmp_path, monkeypatch):
 
 CONCURRENT = """
 import sys
-from pyrater.engines import get_engine
+from pyrater.inference.stan.engines import get_engine
 code = open(sys.argv[2]).read()
 eng = get_engine(sys.argv[1])
 fit = eng.sample_code(code, {"N": 2, "y": [0.1, 0.2], "fail": 0}, chains=1, warmup=50, draws=20, seed=1,
@@ -457,13 +470,18 @@ def test_two_processes_compile_the_same_program_at_once(stan_engine, tmp_path):
     on one line), the other waits and reuses the build, and the cache holds one good build."""
     program = tmp_path / "tiny.stan"
     program.write_text(TINY + f"\n// {tmp_path.name} {time.time_ns()}\n")  # new to every cache
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYRATER_CACHE_DIR": str(tmp_path / "cache"),
-           "XDG_CACHE_HOME": str(tmp_path / "xdg")}  # isolates httpstan's cache too
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "PYRATER_CACHE_DIR": str(tmp_path / "cache"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+    }  # isolates httpstan's cache too
     cmd = [sys.executable, "-c", CONCURRENT, stan_engine.name, str(program)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
     means = [float(out.split("mean")[1]) for out, _ in outs]
     assert means[0] == means[1]  # the same build, the same draws
@@ -498,8 +516,7 @@ def test_cmdstanpy_errors_carry_stan_message(tmp_path, monkeypatch):
         eng.compile_code("parameters { real mu } model { }", "broken")
     d = stan_data(simulate(I=10), "dawid_skene")
     with pytest.raises(StanError, match="K"):
-        eng.sample("dawid_skene", dict(d, K=1), chains=1, warmup=10, draws=10, seed=1, inits="random",
-                   progress=False)
+        eng.sample("dawid_skene", dict(d, K=1), chains=1, warmup=10, draws=10, seed=1, inits="random", progress=False)
 
 
 @pytest.mark.stan
@@ -537,9 +554,8 @@ def test_cmdstanpy_optimize_started_at_the_mode_is_quiet():
     # convergence itself and keeps the log clean
     import logging
 
-    from conftest import shared_file
-
     import pyrater
+    from conftest import shared_file
 
     ratings = pd.read_csv(shared_file("bluebirds", "ratings.csv"))
     seen: list[str] = []

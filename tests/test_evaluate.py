@@ -1,4 +1,4 @@
-"""pyrater.evaluate: metrics against hand-computed values and independent formulas."""
+"""pyrater.checking.scoring: metrics against hand-computed values and independent formulas."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from pyrater import RatingData
-from pyrater.evaluate import (
+from pyrater.checking.scoring import (
     MajorityVote,
     accuracy,
     brier_score,
@@ -280,5 +280,5 @@ def test_ece_noise_floor_matches_brute_force_draws_and_shrinks_with_items():
     small, large = ece_noise_floor(q[:30], seed=1), ece_noise_floor(np.tile(q, (10, 1)), seed=1)
     assert small > 2 * ece_noise_floor(q, seed=1) > 4 * large  # about 1 / sqrt(n) once bins fill
     assert np.isnan(ece_noise_floor(np.zeros((0, 3))))
-    with pytest.raises(ValueError, match="reps must be a positive integer"):
+    with pytest.raises(ValueError, match="reps must be an integer >= 1"):
         ece_noise_floor(q, reps=0)

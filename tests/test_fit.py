@@ -11,7 +11,7 @@ import pytest
 import pyrater
 from pyrater import _arviz, em, fit, simulate
 from pyrater.datasets import EXAMPLE_CATEGORIES, EXAMPLE_RATERS, example_ratings
-from pyrater.stanfit import MCMCFit, OptimizeFit
+from pyrater.fits import MCMCFit, OptimizeFit
 
 pytestmark = pytest.mark.stan
 
@@ -80,10 +80,12 @@ def test_class_probabilities_are_rao_blackwellised(anesthesia_fit):
         p = np.exp(lp - lp.max(axis=1, keepdims=True))
         expected += p / p.sum(axis=1, keepdims=True)
     expected /= pi.shape[0]
-    sub = pyrater.kernel.rao_blackwell_class_probabilities(data.counts, np.log(pi), np.log(theta))
+    sub = pyrater.models.kernels.rao_blackwell_class_probabilities(data.counts, np.log(pi), np.log(theta))
     np.testing.assert_allclose(sub, expected, atol=1e-10)
     # and the fit's probabilities (all draws) are close to this thinned estimate
-    np.testing.assert_allclose(anesthesia_fit.class_probabilities().to_numpy(), expected, atol=0.03)  # MC error of 500 draws
+    np.testing.assert_allclose(
+        anesthesia_fit.class_probabilities().to_numpy(), expected, atol=0.03
+    )  # MC error of 500 draws
 
 
 def test_inference_data_has_named_dims_and_log_lik(anesthesia_fit):
@@ -105,7 +107,9 @@ def test_log_lik_equals_kernel_at_each_draw(anesthesia_fit):
     pi = anesthesia_fit.draws["pi"][0, :5]
     theta = anesthesia_fit.draws["theta"][0, :5]
     for s in range(5):
-        _, expect = pyrater.kernel.class_log_posterior(anesthesia_fit.data.counts, np.log(pi[s]), np.log(theta[s]))
+        _, expect = pyrater.models.kernels.class_log_posterior(
+            anesthesia_fit.data.counts, np.log(pi[s]), np.log(theta[s])
+        )
         np.testing.assert_allclose(ll[s], expect, rtol=1e-8)
 
 
@@ -211,7 +215,9 @@ def test_mcmc_recovers_simulated_truth(model, stan_engine):
 def test_caries_grouped_and_long_give_the_same_posterior(caries_path, stan_engine):
     grouped = pyrater.RatingData.from_grouped(pd.read_csv(caries_path))
     long = pyrater.RatingData.from_long(grouped.to_long())
-    fits = [fit(d, chains=2, warmup=500, draws=500, seed=8, progress=False, engine=stan_engine) for d in (grouped, long)]
+    fits = [
+        fit(d, chains=2, warmup=500, draws=500, seed=8, progress=False, engine=stan_engine) for d in (grouped, long)
+    ]
     for which in ("pi", "theta"):
         a, b = (f.posterior_samples(which) for f in fits)
         diff = np.abs(a.mean("draw") - b.mean("draw")).to_numpy()

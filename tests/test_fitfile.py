@@ -24,8 +24,8 @@ import xarray as xr
 
 import pyrater
 from pyrater import FitFileError, _arviz
-from pyrater.fitfile import FORMAT_VERSION, register_fit_class
-from pyrater.stanfit import MCMCFit
+from pyrater.fits import MCMCFit
+from pyrater.fits.fitfile import FORMAT_VERSION, register_fit_class
 
 
 # ------------------------------------------------------------------ helpers
@@ -104,7 +104,10 @@ def test_em_round_trip(method, which, request, tmp_path):
     for name in ("pi", "theta", "class_probs", "log_lik_trace", "restart_objectives", "empty_rows"):
         np.testing.assert_array_equal(getattr(back, name), getattr(fit, name))
     assert (back.log_lik, back.n_iter, back.converged, back.log_posterior) == (
-        fit.log_lik, fit.n_iter, fit.converged, fit.log_posterior
+        fit.log_lik,
+        fit.n_iter,
+        fit.converged,
+        fit.log_posterior,
     )
     assert back.timings == fit.timings and back.backend == fit.backend
 
@@ -196,8 +199,11 @@ def mcmc_like(long_data):
         "theta": rng.dirichlet(np.ones(K) * 5, size=(C, S, J, K)),
         "log_lik": rng.normal(-5, 0.3, size=(C, S, I)),
     }
-    stats = {"diverging": np.zeros((C, S), dtype=bool), "tree_depth": np.full((C, S), 3, dtype=np.int64),
-             "lp": rng.normal(size=(C, S))}
+    stats = {
+        "diverging": np.zeros((C, S), dtype=bool),
+        "tree_depth": np.full((C, S), 3, dtype=np.int64),
+        "lp": rng.normal(size=(C, S)),
+    }
     return MCMCFit(
         data=long_data,
         model=pyrater.DawidSkene(),
@@ -348,7 +354,9 @@ def test_fit_files_cross_arviz_lines(mcmc_long, anesthesia_path, tmp_path):
     resaved, em_out = tmp_path / "there.nc", tmp_path / "em_there.nc"
     run = subprocess.run(
         [other, "-c", _OTHER_SCRIPT, str(src), str(resaved), str(em_out), str(anesthesia_path)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     there = json.loads(run.stdout.strip().splitlines()[-1])

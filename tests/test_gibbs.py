@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("numba")
 
-import pyrater  # noqa: E402
-from pyrater import _arviz  # noqa: E402
-from pyrater.native.gibbs import gibbs  # noqa: E402
-from pyrater.native.priors import conjugate_prior, log_prior_density  # noqa: E402
-from pyrater.native.results import GibbsFit, label_switching  # noqa: E402
+import pyrater
+from pyrater import _arviz
+from pyrater.fits.gibbs import GibbsFit, label_switching
+from pyrater.inference.gibbs.priors import conjugate_prior, log_prior_density
+from pyrater.inference.gibbs.sampler import gibbs
 
 MODELS = ("dawid_skene", "class_conditional", "homogeneous")
 
@@ -56,7 +56,7 @@ def _z_scores(a_fit, b_fit) -> dict:
 
 def _rb_mcse(fit) -> np.ndarray:
     """Monte Carlo standard error of the Rao-Blackwellised class probabilities (units, K)."""
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     pi = np.asarray(fit.draws["pi"])
     theta = fit._theta_chains()
@@ -149,7 +149,7 @@ def test_agrees_with_nuts_on_simulated_data(model):
     g = pyrater.fit(sim.data, model, method="gibbs", chains=4, warmup=1000, draws=4000, seed=2, known=known)
     _assert_agree(g, s)
     # the per-item log-likelihood is the same function of the draws as the Stan program's generated quantity
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     pi, theta = g._draws()
     ll = np.asarray(g.draws["log_lik"]).reshape(pi.shape[0], -1)
@@ -209,7 +209,7 @@ def test_marginal_pi_moves_sample_the_same_posterior(model):
     assert worst < 4, worst
     acc = moved.settings["pi_acceptance"]
     assert len(acc) == 4 and all(0.1 < a < 0.6 for a in acc), acc
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     pi, th = moved._draws()
     ll = np.asarray(moved.draws["log_lik"]).reshape(pi.shape[0], -1)
@@ -220,7 +220,7 @@ def test_marginal_pi_moves_sample_the_same_posterior(model):
 
 def test_marginal_pi_moves_mix_pi_faster_where_items_are_ambiguous():
     """The reason for the moves: on ambiguous data the bulk ESS of pi rises (same sweeps, same data)."""
-    from pyrater.native.diagnostics import rank_diagnostics
+    from pyrater.fits.diagnostics import rank_diagnostics
 
     theta = np.full((3, 2, 2), 0.35) + np.eye(2) * 0.3  # raters right 65% of the time, 3 ratings per item
     sim = pyrater.simulate("dawid_skene", n_items=2000, n_raters=3, n_categories=2, seed=3, theta=theta)
@@ -259,7 +259,7 @@ def test_mcmc_warnings_name_the_users_line(small):
 def test_trigamma_matches_scipy():
     from scipy.special import polygamma
 
-    from pyrater.native._gibbs_kernel import _trigamma
+    from pyrater.inference.gibbs.kernel import _trigamma
 
     for a in (0.01, 0.5, 1.0, 2.5, 9.9, 10.0, 30.0, 1e4):
         assert _trigamma(a) == pytest.approx(float(polygamma(1, a)), rel=1e-10)
@@ -290,7 +290,7 @@ def test_grouped_and_long_data_give_the_same_posterior(caries):
 
 def test_log_lik_and_lp_are_the_model_density(small):
     f = gibbs(small.data, "class_conditional", chains=2, warmup=20, draws=30, seed=3)
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     pi, theta = f._draws()
     ll = np.asarray(f.draws["log_lik"]).reshape(pi.shape[0], -1)
@@ -305,8 +305,10 @@ def test_log_lik_and_lp_are_the_model_density(small):
 
         log_prior = dirichlet.logpdf(pi[s], prior.alpha) + beta_dist.logpdf(p[s], prior.beta1, prior.beta2).sum()
         np.testing.assert_allclose(lp[s], ref.sum() + log_prior, rtol=1e-10)
-    assert np.allclose(log_prior_density(prior, pi[:1], theta[:1], p[:1])[0],
-                       dirichlet.logpdf(pi[0], prior.alpha) + beta_dist.logpdf(p[0], prior.beta1, prior.beta2).sum())
+    assert np.allclose(
+        log_prior_density(prior, pi[:1], theta[:1], p[:1])[0],
+        dirichlet.logpdf(pi[0], prior.alpha) + beta_dist.logpdf(p[0], prior.beta1, prior.beta2).sum(),
+    )
 
 
 def test_known_items_keep_their_class(small):
@@ -353,7 +355,7 @@ def test_diagnostics_equal_arviz(small):
 
 def test_class_probabilities_are_rao_blackwellised(small):
     f = gibbs(small.data, "dawid_skene", chains=2, warmup=100, draws=200, seed=1)
-    from pyrater.kernel import rao_blackwell_class_probabilities
+    from pyrater.models.kernels import rao_blackwell_class_probabilities
 
     pi, theta = f._draws()
     ref = rao_blackwell_class_probabilities(small.data.counts, np.log(pi), np.log(theta))
@@ -369,8 +371,16 @@ def test_label_switching_is_detected_and_reported(small):
     draws["theta"] = f.draws["theta"].copy()
     draws["pi"][1] = draws["pi"][1][..., perm]
     draws["theta"][1] = draws["theta"][1][:, :, perm, :]
-    switched = GibbsFit(data=f.data, model=f.model, priors=f.priors, draws=draws, sample_stats=f.sample_stats,
-                        known=None, engine=f.engine, settings=f.settings)
+    switched = GibbsFit(
+        data=f.data,
+        model=f.model,
+        priors=f.priors,
+        draws=draws,
+        sample_stats=f.sample_stats,
+        known=None,
+        engine=f.engine,
+        settings=f.settings,
+    )
     with pytest.warns(RuntimeWarning, match="label switching: chain 1"):
         table = switched.mcmc_diagnostics()
     (entry,) = table.attrs["label_switching"]
@@ -393,8 +403,17 @@ def test_memory_rule(small):
     f = gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, max_memory_gib=budget)
     assert np.asarray(f.draws["pi"]).shape == (2, 10, K)
     with pytest.raises(ValueError, match="pi_moves keeps every unit's rater evidence"):
-        gibbs(small.data, "dawid_skene", chains=2, warmup=5, draws=10, seed=1, log_lik=False, pi_moves=1,
-              max_memory_gib=budget)
+        gibbs(
+            small.data,
+            "dawid_skene",
+            chains=2,
+            warmup=5,
+            draws=10,
+            seed=1,
+            log_lik=False,
+            pi_moves=1,
+            max_memory_gib=budget,
+        )
     with pytest.raises(ValueError, match="thin >= "):
         gibbs(small.data, "dawid_skene", chains=4, draws=1000, seed=1, pi_moves=1, max_memory_gib=1e-4)
 
@@ -413,7 +432,7 @@ def test_hierarchical_is_refused_naming_mcmc(small):
         ({"thin": 0}, "thin must be an integer >= 1"),
         ({"thin": 20, "draws": 10}, "thin must be <= draws"),
         ({"seed": -3}, "seed must be"),
-        ({"inits": [{}] * 4}, "inits are not used by method='gibbs'"),
+        ({"inits": [{}] * 4}, r"inits=\[.*\] is not used by method='gibbs'; it applies to method='mcmc'"),
         ({"known": {"no such item": 1}}, "not found"),
         ({"pi_moves": -1}, "pi_moves must be an integer >= 0"),
         ({"pi_moves": 1.5}, "pi_moves must be an integer"),
@@ -425,9 +444,9 @@ def test_bad_arguments(small, kwargs, match):
 
 
 def test_thin_with_another_method_is_refused(small):
-    with pytest.raises(ValueError, match="thin is used by method='gibbs' only"):
+    with pytest.raises(ValueError, match="thin=2 is not used by method='em'; it applies to method='gibbs'$"):
         pyrater.fit(small.data, "dawid_skene", method="em", thin=2)
-    with pytest.raises(ValueError, match="pi_moves is used by method='gibbs' only"):
+    with pytest.raises(ValueError, match="pi_moves=3 is not used by method='em'; it applies to method='gibbs'$"):
         pyrater.fit(small.data, "dawid_skene", method="em", pi_moves=3)
 
 
@@ -447,9 +466,25 @@ def test_command_line_method_gibbs(tmp_path, anesthesia_path):
     import sys
 
     res = subprocess.run(
-        [sys.executable, "-m", "pyrater.cli", "fit", str(anesthesia_path), "--method", "gibbs", "--chains", "2",
-         "--draws", "200", "--out", str(tmp_path), "--quiet"],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "pyrater.cli",
+            "fit",
+            str(anesthesia_path),
+            "--method",
+            "gibbs",
+            "--chains",
+            "2",
+            "--draws",
+            "200",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert res.returncode == 0, res.stderr
     params = pd.read_csv(tmp_path / "parameters.csv", index_col=0)
@@ -463,7 +498,7 @@ def test_more_than_eight_categories():
     """K > 8 takes the kernel's plain loop over classes instead of the eight SIMD lanes."""
     sim = pyrater.simulate("class_conditional", n_items=60, n_raters=3, n_categories=9, seed=2)
     f = gibbs(sim.data, "class_conditional", chains=2, warmup=20, draws=30, seed=1)
-    from pyrater.kernel import class_log_posterior
+    from pyrater.models.kernels import class_log_posterior
 
     pi, theta = f._draws()
     ll = np.asarray(f.draws["log_lik"]).reshape(pi.shape[0], -1)
@@ -474,7 +509,7 @@ def test_more_than_eight_categories():
 
 
 def test_rank_diagnostics_in_one_pass_equal_the_separate_estimators():
-    from pyrater.native import diagnostics as d
+    from pyrater.fits import diagnostics as d
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4, 200, 30)).cumsum(axis=1) * 0.1 + rng.normal(size=(4, 200, 30))
@@ -495,7 +530,7 @@ def test_rank_diagnostics_in_one_pass_equal_the_separate_estimators():
 
 
 def test_large_fits_check_split_rhat_at_fit_time_and_defer_the_rank_table(small, monkeypatch):
-    from pyrater.native import results
+    from pyrater.fits import gibbs as results
 
     monkeypatch.setattr(results, "FULL_CHECK_VALUES", 0)
     with warnings.catch_warnings():

@@ -1,4 +1,4 @@
-"""Input validation of pyrater.lcm: clear errors, user labels kept, inputs never modified."""
+"""Input validation of pyrater.contrib.lcm: clear errors, user labels kept, inputs never modified."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyrater.lcm import LatentGraphLCM, LCMDataError, LCMParams, LCMPriors, as_lcm_data
+from pyrater.contrib.lcm import LatentGraphLCM, LCMDataError, LCMParams, LCMPriors, as_lcm_data
 
 
 @pytest.fixture
@@ -60,8 +60,14 @@ def test_every_problem_is_reported_at_once(frames):
     [
         ({"case": [1, 0]}, "one entry per row of M"),
         ({"silver": np.zeros((4, 3))}, "shape of M"),
-        ({"silver": pd.DataFrame({"RSV": [0.5] * 4, "HMPV": [0.0] * 4}, index=list("abcd"))}, "silver column 'RSV' has values 0.5"),
-        ({"silver": pd.DataFrame({"RSV": [0.0] * 4, "flu": [0.0] * 4}, index=list("abcd"))}, "do not match the targets"),
+        (
+            {"silver": pd.DataFrame({"RSV": [0.5] * 4, "HMPV": [0.0] * 4}, index=list("abcd"))},
+            "silver column 'RSV' has values 0.5",
+        ),
+        (
+            {"silver": pd.DataFrame({"RSV": [0.0] * 4, "flu": [0.0] * 4}, index=list("abcd"))},
+            "do not match the targets",
+        ),
         ({"case": [0, 0, 0, 0]}, "no cases"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Each coordinate-ascent update of pyrater.lcm against an exact answer."""
+"""Each coordinate-ascent update of pyrater.contrib.lcm against an exact answer."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from scipy import optimize
 from scipy.special import expit, logit
 
-from pyrater.lcm import LatentGraphLCM, LCMParams, auc, exact_posterior, log_partition, simulate_lcm
-from pyrater.lcm import kernels as kn
-from pyrater.lcm.exact import all_states, ising_log_prob, pseudo_log_lik
+from pyrater.contrib.lcm import LatentGraphLCM, LCMParams, auc, exact_posterior, log_partition, simulate_lcm
+from pyrater.contrib.lcm import kernels as kn
+from pyrater.contrib.lcm.exact import all_states, ising_log_prob, pseudo_log_lik
 
 
 def _ring(K: int) -> np.ndarray:
@@ -37,8 +37,14 @@ def test_log_partition_matches_brute_force():
 
 
 def test_exact_posterior_matches_bayes_rule_by_hand():
-    p = LCMParams(gamma=[0.9, 0.7, 0.8], delta=[0.1, 0.2, 0.05], eta=[0.6, 0.5, 0.7],
-                  theta=[-1.0, 0.2, -0.5], rho=1.2, D=[[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+    p = LCMParams(
+        gamma=[0.9, 0.7, 0.8],
+        delta=[0.1, 0.2, 0.05],
+        eta=[0.6, 0.5, 0.7],
+        theta=[-1.0, 0.2, -0.5],
+        rho=1.2,
+        D=[[0, 1, 0], [1, 0, 1], [0, 1, 0]],
+    )
     M = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]])
     ss = np.array([[np.nan, np.nan, 1.0], [0.0, np.nan, np.nan], [np.nan, np.nan, np.nan]])
     got = exact_posterior(M, np.ones(3), ss, params=p).to_numpy()
@@ -120,8 +126,14 @@ def test_second_order_softplus_expansion_error_is_fourth_order():
 def observed_L():
     """Fully observed latent states from an Ising prior on a 4-ring (hard q)."""
     K = 4
-    truth = LCMParams(gamma=np.full(K, 0.8), delta=np.full(K, 0.1), eta=np.full(K, 0.5),
-                      theta=[-1.0, -0.5, -1.5, -0.8], rho=1.0, D=_ring(K))
+    truth = LCMParams(
+        gamma=np.full(K, 0.8),
+        delta=np.full(K, 0.1),
+        eta=np.full(K, 0.5),
+        theta=[-1.0, -0.5, -1.5, -0.8],
+        rho=1.0,
+        D=_ring(K),
+    )
     sim = simulate_lcm(400, 0, params=truth, seed=11)
     return sim.L_cases.to_numpy().astype(float), truth
 
@@ -185,8 +197,14 @@ def test_pseudo_likelihood_estimates_agree_with_exact_likelihood():
     """For fully observed L the PL MAP of (theta, rho) is close to the exact-likelihood MAP
     computed with the 2^K log-partition (K = 4): the approximation used for q(theta), q(rho)."""
     K = 4
-    truth = LCMParams(gamma=np.full(K, 0.8), delta=np.full(K, 0.1), eta=np.full(K, 0.5),
-                      theta=[-1.0, -0.5, -1.5, -0.8], rho=1.2, D=_ring(K))
+    truth = LCMParams(
+        gamma=np.full(K, 0.8),
+        delta=np.full(K, 0.1),
+        eta=np.full(K, 0.5),
+        theta=[-1.0, -0.5, -1.5, -0.8],
+        rho=1.2,
+        D=_ring(K),
+    )
     L = simulate_lcm(3000, 0, params=truth, seed=5).L_cases.to_numpy().astype(float)
     D = truth.D
 
@@ -228,8 +246,7 @@ def test_beta_updates_are_conjugate_counts():
 
 def test_q_update_log_odds_terms():
     """bronze_logodds is the log-likelihood ratio of target k's measurements."""
-    elog = {"lg": np.log([0.9]), "l1g": np.log([0.1]), "ld": np.log([0.2]), "l1d": np.log([0.8]),
-            "l1e": np.log([0.4])}
+    elog = {"lg": np.log([0.9]), "l1g": np.log([0.1]), "ld": np.log([0.2]), "l1d": np.log([0.8]), "l1e": np.log([0.4])}
     Mc = np.array([[1.0], [0.0], [0.0]])
     meas = np.array([[False], [True], [True]])
     val = np.array([[0.0], [0.0], [1.0]])

@@ -1,4 +1,4 @@
-"""pyrater.lcm on simulated data: recovery, mean-field fixed point, comparison models, API."""
+"""pyrater.contrib.lcm on simulated data: recovery, mean-field fixed point, comparison models, API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from pyrater.lcm import (
+from pyrater.contrib.lcm import (
     LatentGraphLCM,
     LCMParams,
     LCMPriors,
@@ -19,7 +19,7 @@ from pyrater.lcm import (
     exact_posterior,
     simulate_lcm,
 )
-from pyrater.lcm import kernels as kn
+from pyrater.contrib.lcm import kernels as kn
 
 SEEDS = (0, 1, 2, 3)
 
@@ -162,7 +162,10 @@ def test_without_silver_standard_gamma_and_theta_follow_the_prior():
                 warnings.simplefilter("ignore", RuntimeWarning)  # the no-silver fits converge slowly
                 fits.append(LatentGraphLCM(priors=LCMPriors(gamma=prior), max_iter=300).fit(sim.M, sim.case, silver))
         s0, s1 = fits[0].summary(), fits[1].summary()
-        shifts[label] = (np.abs(s0.gamma_mean - s1.gamma_mean).to_numpy(), np.abs(s0.theta_mean - s1.theta_mean).to_numpy())
+        shifts[label] = (
+            np.abs(s0.gamma_mean - s1.gamma_mean).to_numpy(),
+            np.abs(s0.theta_mean - s1.theta_mean).to_numpy(),
+        )
     g_none, th_none = shifts["none"]
     g_ss, th_ss = shifts["silver"]
     assert np.median(g_none) > 0.15 and g_none.max() > 0.25

@@ -7,7 +7,7 @@ from math import comb, log
 import numpy as np
 import pytest
 
-from pyrater.mixture import (
+from pyrater.contrib.mixture import (
     binomial_log_pmf,
     binomial_mixture_em,
     binomial_mixture_responsibilities,

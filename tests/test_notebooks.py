@@ -19,6 +19,10 @@ def test_notebook_executes(path: Path):
     )
     client.execute()  # raises CellExecutionError with the failing cell's traceback
     errors = [
-        out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []) if out.output_type == "error"
+        out
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.output_type == "error"
     ]
     assert not errors

@@ -10,8 +10,8 @@ import pytest
 
 import pyrater
 from pyrater import _arviz, _psis, fit
-from pyrater.engines import cmdstan_available, get_engine
-from pyrater.pathfinder import PathfinderFit
+from pyrater.fits.pathfinder import PathfinderFit
+from pyrater.inference.stan.engines import cmdstan_available, get_engine
 
 pytestmark = pytest.mark.stan
 
@@ -40,8 +40,9 @@ def _pathfinder_and_warnings(df, model):
 def _nuts(df, model):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # 4 x 500 draws: Rhat may be just above 1.01
-        return fit(df, model, method="mcmc", engine="cmdstanpy", chains=4, warmup=500, draws=500, seed=5,
-                   progress=False)
+        return fit(
+            df, model, method="mcmc", engine="cmdstanpy", chains=4, warmup=500, draws=500, seed=5, progress=False
+        )
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_result_api_and_psis_diagnostics(anesthesia_pathfinder):
     assert np.all(iv.sel(bound="lower") < iv.sel(bound="upper"))
     # Rao-Blackwellised class probabilities from the resampled pi/theta draws
     pi, theta = pf._draws()
-    expect = pyrater.kernel.rao_blackwell_class_probabilities(pf.data.counts, np.log(pi), np.log(theta))
+    expect = pyrater.models.kernels.rao_blackwell_class_probabilities(pf.data.counts, np.log(pi), np.log(theta))
     np.testing.assert_allclose(pf.class_probabilities().to_numpy(), expect)
     # PSIS: weights normalised, k from the importance ratios of all 4 x 1000 approximate draws
     diag = pf.pathfinder_diagnostics()
@@ -158,7 +159,7 @@ def test_resampled_draws_carry_their_own_log_density(anesthesia_pathfinder):
     """Each kept draw's lp is Stan's log density at that draw (the resampling kept draws and lp aligned)."""
     pf = anesthesia_pathfinder
     eng = get_engine("cmdstanpy")
-    from pyrater.stan_data import stan_data
+    from pyrater.inference.stan.data import stan_data
 
     d = stan_data(pf.data, pf.model)
     diffs = []

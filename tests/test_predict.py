@@ -13,9 +13,7 @@ from pyrater import posterior_predict
 @pytest.fixture(scope="module")
 def grouped_and_long():
     """400 items, 3 raters, 2 categories: at most 8 patterns; the same ratings in both forms."""
-    sim = pyrater.simulate_dawid_skene(
-        400, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.25, 0.75]]), seed=11
-    )
+    sim = pyrater.simulate_dawid_skene(400, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.25, 0.75]]), seed=11)
     long = sim.data
     grouped = pyrater.RatingData.from_grouped(long.to_grouped(tally="n"), tally="n")
     assert grouped.n_units <= 8 and grouped.n_items == 400

@@ -9,15 +9,15 @@ import pytest
 import scipy.sparse as sp
 
 from pyrater import RatingDataError
-from pyrater.kernel import class_log_posterior
-from pyrater.probit import (
+from pyrater.contrib.probit import (
     GroupCounts,
     ProbitDawidSkene,
     equicorrelation,
     estimate_prevalence,
     simulate_study,
 )
-from pyrater.probit.calibration import calibration_study, coverage_table
+from pyrater.contrib.probit.calibration import calibration_study, coverage_table
+from pyrater.models.kernels import class_log_posterior
 
 matplotlib.use("Agg")
 
@@ -49,7 +49,7 @@ def fit(study):
 
 
 def kernel_posterior(labels: np.ndarray, rates: np.ndarray, pi: float) -> np.ndarray:
-    """Classic Dawid-Skene P(z = 1 | y) from pyrater.kernel (K = 2)."""
+    """Classic Dawid-Skene P(z = 1 | y) from pyrater.models.kernels (K = 2)."""
     n, J = labels.shape
     rows, cols = np.nonzero(labels >= 0)
     counts = sp.csr_matrix((np.ones(rows.size), (rows, cols * 2 + labels[rows, cols])), shape=(n, 2 * J))
@@ -75,8 +75,14 @@ def test_identity_correlation_in_bootstrap_is_classic_dawid_skene(study):
     """With steps 1, 3, 5 off and fixed pi, the group count is sum_i p_i with the DS posterior."""
     model = ProbitDawidSkene(correlation="independent")
     res = model.bootstrap(
-        study.validation, study.test, n_boot=3, pi=0.2,
-        resample_validation=False, resample_test=False, sample_z=False, seed=0,
+        study.validation,
+        study.test,
+        n_boot=3,
+        pi=0.2,
+        resample_validation=False,
+        resample_test=False,
+        sample_z=False,
+        seed=0,
     )
     labels = study.test[res.parameters.annotators].fillna(-1).to_numpy(np.int64)
     p = kernel_posterior(labels, res.parameters.rates.to_numpy().T, 0.2)
@@ -114,8 +120,17 @@ def test_result_tables_keyed_by_group(fit, study):
     np.testing.assert_array_equal(fit.n_items.to_numpy(), [50, 80, 120, 60, 100, 90])
     s = fit.summary()
     assert list(s.index) == groups
-    for col in ["count_mean", "count_sd", "count_lower", "count_upper", "proportion_mean", "total_mean",
-                "total_lower", "var_realisation", "var_epistemic"]:
+    for col in [
+        "count_mean",
+        "count_sd",
+        "count_lower",
+        "count_upper",
+        "proportion_mean",
+        "total_mean",
+        "total_lower",
+        "var_realisation",
+        "var_epistemic",
+    ]:
         assert col in s.columns
     assert np.all(s["count_lower"] <= s["count_mean"]) and np.all(s["count_mean"] <= s["count_upper"])
     np.testing.assert_allclose(s["proportion_mean"], s["count_mean"] / fit.n_items)
@@ -153,8 +168,9 @@ def test_switches(study):
     # expected-value summation: the count is sum p, its variance the epistemic part
     pd.testing.assert_frame_equal(ev.counts, ev.expected)
     assert ev.counts.to_numpy().dtype.kind == "f"
-    fixed = model.bootstrap(study.validation, study.test, resample_validation=False, resample_test=False,
-                            sample_z=False, pi=0.15, **kw)
+    fixed = model.bootstrap(
+        study.validation, study.test, resample_validation=False, resample_test=False, sample_z=False, pi=0.15, **kw
+    )
     # everything off: the same value in every replicate
     assert np.allclose(fixed.counts.std(), 0.0)
     direct = model.posterior(study.test, fixed.parameters, pi=0.15, seed=1)
@@ -176,15 +192,24 @@ def test_switches(study):
 
 
 def test_prevalence_estimated_from_test_labels():
-    sim = simulate_study(rates=RATES, R=np.stack([np.eye(4)] * 2), n_validation=2000, n_groups=4,
-                         items_per_group=2000, population_per_group=2000, group_prevalence=(30, 70), seed=9)
+    sim = simulate_study(
+        rates=RATES,
+        R=np.stack([np.eye(4)] * 2),
+        n_validation=2000,
+        n_groups=4,
+        items_per_group=2000,
+        population_per_group=2000,
+        group_prevalence=(30, 70),
+        seed=9,
+    )
     model = ProbitDawidSkene(correlation="independent")
     res = model.bootstrap(sim.validation, sim.test, n_boot=100, pi="estimate", seed=1)
     true_pi = sim.sample_counts.sum() / len(sim.test)
     assert res.pi.mean() == pytest.approx(true_pi, abs=0.03)
     assert 0 < res.pi.std() < 0.05
     # the bisection solves the score equation
-    ll1 = np.log([0.9, 0.1]); ll0 = np.log([0.2, 0.8])
+    ll1 = np.log([0.9, 0.1])
+    ll0 = np.log([0.2, 0.8])
     pi = estimate_prevalence(ll1, ll0, np.array([30, 70]))
     grad = 30 * (0.9 - 0.2) / (pi * 0.9 + (1 - pi) * 0.2) + 70 * (0.1 - 0.8) / (pi * 0.1 + (1 - pi) * 0.8)
     assert abs(grad) < 1e-6
@@ -227,10 +252,11 @@ def test_input_validation(study):
 
 def test_calibration_study_runs_and_reports():
     out = calibration_study(
-        2, n_boot=40, models={"probit": ProbitDawidSkene(n_qmc=128),
-                              "independence": ProbitDawidSkene(correlation="independent")},
-        simulation=dict(rates=RATES, R=R, n_validation=300, n_groups=3, items_per_group=60,
-                        population_per_group=300), seed=1,
+        2,
+        n_boot=40,
+        models={"probit": ProbitDawidSkene(n_qmc=128), "independence": ProbitDawidSkene(correlation="independent")},
+        simulation=dict(rates=RATES, R=R, n_validation=300, n_groups=3, items_per_group=60, population_per_group=300),
+        seed=1,
     )
     assert len(out) == 2 * 2 * 2 * 3
     assert set(out["target"]) == {"sample", "population"}

@@ -8,7 +8,7 @@ import pytest
 from scipy.special import ndtri
 
 from pyrater import RatingDataError
-from pyrater.probit import (
+from pyrater.contrib.probit import (
     ProbitDawidSkene,
     confusion_rates,
     equicorrelation,
@@ -17,7 +17,7 @@ from pyrater.probit import (
     simulate_labels,
     tetrachoric,
 )
-from pyrater.probit.estimation import signed_probit_covariance, validation_patterns
+from pyrater.contrib.probit.estimation import signed_probit_covariance, validation_patterns
 
 
 def validation_frame(rates, R, n_per_class, seed, missing=0.0):
@@ -79,8 +79,9 @@ def test_tetrachoric_with_missing_labels():
 def test_tetrachoric_scalar_cases():
     mu = ndtri(np.array([0.3, 0.6]))
     # a table generated exactly from rho = 0.45 gives back 0.45
-    from pyrater.probit import bvn_cdf
     from scipy.special import ndtr
+
+    from pyrater.contrib.probit import bvn_cdf
 
     p11 = bvn_cdf(mu[0], mu[1], 0.45)
     p10 = ndtr(mu[0]) - p11

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import ndtr
 from scipy.stats import multivariate_normal
 
-from pyrater.probit import bvn_cdf, encode_patterns, orthant_log_prob, sobol_points
+from pyrater.contrib.probit import bvn_cdf, encode_patterns, orthant_log_prob, sobol_points
 
 
 def random_correlation(J: int, rng: np.random.Generator) -> np.ndarray:
@@ -30,7 +30,7 @@ def test_orthant_matches_brute_force_monte_carlo(J):
     # some patterns with missing labels, marginalised over the absent annotators
     miss = pats[: 2 ** (J - 1)].copy()
     miss[:, 0] = -1
-    miss2 = pats[:: 3].copy()
+    miss2 = pats[::3].copy()
     miss2[:, [1, J - 1]] = -1
     patterns = np.vstack([pats, miss, miss2])
     p = np.exp(orthant_log_prob(patterns, mu, R, n_qmc=4096, rng=1))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pyrater.probit import (
+from pyrater.contrib.probit import (
     PriorConflictWarning,
     ProbitDawidSkene,
     equicorrelation,
@@ -23,8 +23,17 @@ R = np.stack([equicorrelation(4, 0.3), equicorrelation(4, 0.5)])
 
 def _study(prevalence: tuple[float, float], seed: int):
     """The calibration study's size (10 groups of 100 test items), group prevalences ~ Beta(*prevalence)."""
-    return simulate_study(rates=RATES, R=R, n_validation=400, validation_prevalence=0.4, n_groups=10,
-                          items_per_group=100, population_per_group=1000, group_prevalence=prevalence, seed=seed)
+    return simulate_study(
+        rates=RATES,
+        R=R,
+        n_validation=400,
+        validation_prevalence=0.4,
+        n_groups=10,
+        items_per_group=100,
+        population_per_group=1000,
+        group_prevalence=prevalence,
+        seed=seed,
+    )
 
 
 def test_prior_conflict_matches_quadrature_by_scipy():
@@ -41,13 +50,19 @@ def test_prior_conflict_matches_quadrature_by_scipy():
         l1, l0 = pi * np.exp(ll1), (1 - pi) * np.exp(ll0)
         return l1 / (l1 + l0)
 
-    for g in range(2):
-        def moment(f):
-            return integrate.quad(lambda x: f(x) * stats.beta.pdf(x, 2, 10), 0, 1)[0]
+    def moment(f):
+        return integrate.quad(lambda x: f(x) * stats.beta.pdf(x, 2, 10), 0, 1)[0]
 
-        mean = moment(lambda x: cell[g] @ post(x))
-        second = moment(lambda x: (cell[g] @ post(x)) ** 2)
-        within = moment(lambda x: cell[g] @ (post(x) * (1 - post(x))))
+    def moments(c):
+        # E[c @ post], E[(c @ post)^2] and E[c @ post (1 - post)] under the Beta(2, 10) prior
+        return (
+            moment(lambda x: c @ post(x)),
+            moment(lambda x: (c @ post(x)) ** 2),
+            moment(lambda x: c @ (post(x) * (1 - post(x)))),
+        )
+
+    for g in range(2):
+        mean, second, within = moments(cell[g])
         sd = np.sqrt(within + second - mean**2)
         shift = abs(mean - cell[g] @ post(pi_hat)) / sd
         assert res.shift[g] == pytest.approx(shift, rel=2e-3)

@@ -170,10 +170,12 @@ def test_loo_on_each_line_is_psis_of_the_negated_log_lik_with_that_lines_tail_le
     y = np.r_[rng.normal(size=15), 6.0]  # one outlying item: a large k
     ll = stats.norm.logpdf(y, loc=mu[..., None])
     coords = {"chain": [0], "draw": np.arange(draws)}
-    obj = _arviz.build({
-        "posterior": xr.Dataset({"mu": (("chain", "draw"), mu)}, coords=coords),
-        "log_likelihood": xr.Dataset({"log_lik": (("chain", "draw", "item"), ll)}, coords=coords),
-    })
+    obj = _arviz.build(
+        {
+            "posterior": xr.Dataset({"mu": (("chain", "draw"), mu)}, coords=coords),
+            "log_likelihood": xr.Dataset({"log_lik": (("chain", "draw", "item"), ll)}, coords=coords),
+        }
+    )
     res = _arviz.loo(obj)
     tail = 134 if _arviz.is_datatree_line() else 135
     assert _psis.n_pareto_tail(draws) == 135

@@ -34,7 +34,9 @@ sys.modules["ipywidgets"] = None
 def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONWARNINGS="default")
     env["PYTHONPATH"] = str(REPO / "python") + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
 
 
 def test_import_prints_nothing_even_in_a_kernel_without_ipywidgets(tmp_path):
@@ -46,7 +48,9 @@ def test_import_prints_nothing_even_in_a_kernel_without_ipywidgets(tmp_path):
 
 
 def test_arviz_is_imported_without_its_refactor_warning(tmp_path):
-    res = _run("import pyrater\nfrom pyrater._quiet import import_arviz\naz = import_arviz()\nprint(az.__name__)\n", tmp_path)
+    res = _run(
+        "import pyrater\nfrom pyrater._quiet import import_arviz\naz = import_arviz()\nprint(az.__name__)\n", tmp_path
+    )
     assert res.returncode == 0 and res.stdout.strip() == "arviz" and res.stderr == "", res.stderr
     import arviz
 

@@ -42,7 +42,9 @@ BLOCKS = python_blocks(README.read_text())
 def test_the_readme_has_python_blocks_and_no_placeholders():
     assert BLOCKS, "README.md has no ```python block"
     for line, code, _ in BLOCKS:
-        assert not re.search(r"\(\s*\.\.\.\s*\)|=\s*\.\.\.|\[\s*\.\.\.\s*\]", code), f"placeholder '...' in block at line {line}"
+        assert not re.search(r"\(\s*\.\.\.\s*\)|=\s*\.\.\.|\[\s*\.\.\.\s*\]", code), (
+            f"placeholder '...' in block at line {line}"
+        )
         compile(code, f"README.md:{line}", "exec")  # valid Python
 
 

@@ -29,7 +29,10 @@ ZHENG = """# x
 def test_parse_published_reads_both_kinds_of_bullet(rd):
     got = rd.parse_published(ZHENG)
     assert [(g["source"], g["method"]) for g in got] == [
-        ("Zheng 2017", "MV"), ("Zheng 2017", "DS"), ("Crowd-Kit 2024", "MV"), ("Crowd-Kit 2024", "DS")
+        ("Zheng 2017", "MV"),
+        ("Zheng 2017", "DS"),
+        ("Crowd-Kit 2024", "MV"),
+        ("Crowd-Kit 2024", "DS"),
     ]
     assert [g["accuracy"] for g in got] == pytest.approx([0.8966, 0.9366, 0.897, 0.940])
     assert all(g["usable"] for g in got)
@@ -110,8 +113,12 @@ def test_comparison_runs_on_two_small_datasets(small_run, rd):
     report = (out / "RESULTS_realdata.md").read_text()
     assert "Published figures beside ours" in report and "zheng_possent" in report
     rel = pd.read_csv(out / "realdata_reliability.csv")
-    assert rel.groupby(["dataset", "method"])["count"].sum().eq(
-        r.set_index(["dataset", "method"]).n.reindex(rel.groupby(["dataset", "method"]).size().index)).all()
+    assert (
+        rel.groupby(["dataset", "method"])["count"]
+        .sum()
+        .eq(r.set_index(["dataset", "method"]).n.reindex(rel.groupby(["dataset", "method"]).size().index))
+        .all()
+    )
 
 
 def test_ds_em_matches_published_figure(small_run):
@@ -154,5 +161,11 @@ def test_stan_optimize_matches_map_em_on_bluebirds(rd):
     assert skipped == []
     # a data set above the size limit is skipped with its reason
     assert "ratings" in rd.skip_reason("Stan-opt", ds, stan_max=100, mcmc_max=100, stan=True, mcmc=True)
-    assert "parameters" in rd.skip_reason("Stan-MCMC", rd.load_dataset("weather_sentiment_cf", SHARED_DATA),
-                                          stan_max=10**6, mcmc_max=10**6, stan=True, mcmc=True)
+    assert "parameters" in rd.skip_reason(
+        "Stan-MCMC",
+        rd.load_dataset("weather_sentiment_cf", SHARED_DATA),
+        stan_max=10**6,
+        mcmc_max=10**6,
+        stan=True,
+        mcmc=True,
+    )

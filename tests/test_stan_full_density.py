@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from pyrater import get_model
-from pyrater.kernel import class_log_posterior
-from pyrater.stan_data import STAN_MODEL_NAMES, stan_data
+from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data
+from pyrater.models.kernels import class_log_posterior
 from test_stan_programs import log_prior, log_theta_of, random_params, simulate_long
 
 pytestmark = pytest.mark.stan
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.stan
 
 @pytest.fixture(scope="module")
 def cmdstan_engine():
-    from pyrater.engines import cmdstan_available
+    from pyrater.inference.stan.engines import cmdstan_available
 
     if cmdstan_available() is None:
         pytest.skip("no CmdStan installation: the full (non-propto) density needs CmdStan's optimiser")
-    from pyrater.engines.cmdstanpy_engine import CmdStanPyEngine
+    from pyrater.inference.stan.engines.cmdstanpy_engine import CmdStanPyEngine
 
     return CmdStanPyEngine()
 
@@ -36,8 +36,15 @@ def full_log_density(engine, model_name: str, data: dict, params: dict) -> float
     """log p(params, y) with every constant (no Jacobian), from CmdStan at ``params``."""
     model = engine.compile(model_name)
     mle = model.optimize(
-        data=data, inits={k: np.asarray(v).tolist() for k, v in params.items()}, algorithm="newton",
-        iter=1, save_iterations=True, jacobian=False, seed=1, show_console=False, sig_figs=15,
+        data=data,
+        inits={k: np.asarray(v).tolist() for k, v in params.items()},
+        algorithm="newton",
+        iter=1,
+        save_iterations=True,
+        jacobian=False,
+        seed=1,
+        show_console=False,
+        sig_figs=15,
     )
     first = mle.optimized_iterations_pd.iloc[0]
     for name, value in params.items():  # the first saved iteration is the starting point

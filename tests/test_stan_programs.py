@@ -2,7 +2,7 @@
 
 At random parameter values, each program's log density (no Jacobian) minus
 the log prior computed here with scipy equals ``sum_i w_i log p(y_i)`` from
-:func:`pyrater.kernel.class_log_posterior`; its ``log_lik`` equals the
+:func:`pyrater.models.kernels.class_log_posterior`; its ``log_lik`` equals the
 kernel's per-unit values; grouped and long data give the same total; known
 units are conditioned on.  Programs are compiled once (httpstan cache).
 """
@@ -17,8 +17,8 @@ from scipy.special import log_softmax
 
 from conftest import shared_file
 from pyrater import RatingData, get_model
-from pyrater.kernel import class_log_posterior
-from pyrater.stan_data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.models.kernels import class_log_posterior
 
 pytestmark = pytest.mark.stan
 
@@ -153,8 +153,9 @@ def test_grouped_equals_long_caries(engine, model_name):
     assert lp_grouped == pytest.approx(lp_long, rel=1e-10)
     # per pattern log_lik times tally = sum over its items
     gq = engine.generated_quantities(model_name, stan_data(grouped, model), params)
-    _, ll = class_log_posterior(grouped.counts, np.log(params["pi"]),
-                                log_theta_of(model_name, params, grouped.n_raters))
+    _, ll = class_log_posterior(
+        grouped.counts, np.log(params["pi"]), log_theta_of(model_name, params, grouped.n_raters)
+    )
     np.testing.assert_allclose(gq["log_lik"], ll, rtol=1e-10)
 
 
@@ -173,12 +174,15 @@ def test_jacobian_flag(engine):
     d = stan_data(data, "dawid_skene")
     params = random_params("dawid_skene", data.n_categories, data.n_raters, np.random.default_rng(1))
     assert engine.log_prob("dawid_skene", d, params, jacobian=True) != pytest.approx(
-        engine.log_prob("dawid_skene", d, params, jacobian=False))
+        engine.log_prob("dawid_skene", d, params, jacobian=False)
+    )
 
 
 # ------------------------------------------------------------- stan_data
 def test_stan_data_layout():
-    df = pd.DataFrame({"item": [1, 1, 1, 2, 3], "rater": ["a", "a", "b", "b", "a"], "rating": ["x", "x", "y", "y", "y"]})
+    df = pd.DataFrame(
+        {"item": [1, 1, 1, 2, 3], "rater": ["a", "a", "b", "b", "a"], "rating": ["x", "x", "y", "y", "y"]}
+    )
     data = RatingData.from_long(df)
     d = stan_data(data, "dawid_skene", known=np.array([-1, 1, -1]))
     assert (d["K"], d["J"], d["I"], d["nnz"]) == (2, 2, 3, 4)

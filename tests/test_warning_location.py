@@ -10,7 +10,7 @@ import pytest
 
 import pyrater
 from pyrater.data import UnratedItemsWarning
-from pyrater.native.em import EMConvergenceWarning
+from pyrater.inference.em.algorithm import EMConvergenceWarning
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_unrated_items_warning_from_wide_data_names_the_callers_file():
 
 
 def test_gibbs_memory_warning_names_the_callers_file(sim):
-    from pyrater.native.gibbs import gibbs
+    from pyrater.inference.gibbs.sampler import gibbs
 
     call = lambda: gibbs(sim.data, chains=2, warmup=2, draws=50, seed=1, max_memory_gib=4e-5)  # noqa: E731
     assert _caught(call, UserWarning, "log_lik not kept") == {__file__}

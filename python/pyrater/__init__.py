@@ -8,83 +8,182 @@ Main entry points
 RatingData, as_rating_data
     long / wide / grouped rating tables.
 fit
-    Bayesian Dawid-Skene-family models in Stan (MCMC or posterior mode), or EM.
+    Every model and method: Stan (MCMC, optimisation, Pathfinder), EM, Gibbs.
 em
-    Maximum-likelihood / MAP EM in numpy.
+    Maximum-likelihood / MAP EM.
 simulate
     Simulated data with known truth.
+loo, waic, compare, posterior_predictive_check, calibrate, score
+    Checking, comparing and calibrating fits.
+
+The package is organised by concept (see ARCHITECTURE.md): ``data`` ->
+``models`` -> ``fits`` -> ``inference`` -> ``checking`` -> :func:`fit` and the
+command line.  Names are imported on first use, so ``import pyrater`` (and
+``pyrater --help``) stays fast.
 """
 
-from . import calibration, datasets, evaluate, kernel, lcm, plots, probit
-from .calibration import CalibrationResult, calibrate
-from .compare import ELPD, compare, loo, waic
-from .data import RatingData, RatingDataError, as_rating_data
-from .native.em import EMFit, em
-from .native.distributed import DistributedRatingData
-from .evaluate import majority_vote, score
-from .fitting import fit
-from .mixture import binomial_mixture_em
-from .predict import PPCResult, posterior_predict, posterior_predictive_check
-from .models import (
-    ClassConditionalDawidSkene,
-    DawidSkene,
-    HierarchicalDawidSkene,
-    HomogeneousDawidSkene,
-    get_model,
-)
-from .fitfile import FitFileError
-from .results import Fit, FitSummary, load
-from .simulation import (
-    Simulation,
-    simulate,
-    simulate_class_conditional,
-    simulate_dawid_skene,
-    simulate_hierarchical,
-    simulate_homogeneous,
-)
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from . import _deprecated
+from ._version import __version__
+
+_deprecated.install()
+
+#: public name -> module that defines it
+_PUBLIC: dict[str, str] = {
+    # data
+    "RatingData": "pyrater.data.ratings",
+    "RatingDataError": "pyrater.data.ratings",
+    "as_rating_data": "pyrater.data.ratings",
+    "DistributedRatingData": "pyrater.data.distributed",
+    # models
+    "DawidSkene": "pyrater.models",
+    "HierarchicalDawidSkene": "pyrater.models",
+    "ClassConditionalDawidSkene": "pyrater.models",
+    "HomogeneousDawidSkene": "pyrater.models",
+    "get_model": "pyrater.models",
+    "simulate": "pyrater.models",
+    "simulate_dawid_skene": "pyrater.models",
+    "simulate_class_conditional": "pyrater.models",
+    "simulate_hierarchical": "pyrater.models",
+    "simulate_homogeneous": "pyrater.models",
+    "Simulation": "pyrater.models",
+    # fits
+    "Fit": "pyrater.fits.base",
+    "FitSummary": "pyrater.fits.base",
+    "load": "pyrater.fits.base",
+    "FitFileError": "pyrater.fits.fitfile",
+    "EMFit": "pyrater.inference.em.algorithm",
+    # inference
+    "fit": "pyrater.fitting",
+    "em": "pyrater.inference.em.algorithm",
+    # checking
+    "loo": "pyrater.checking.compare",
+    "waic": "pyrater.checking.compare",
+    "compare": "pyrater.checking.compare",
+    "ELPD": "pyrater.checking.compare",
+    "posterior_predict": "pyrater.checking.predict",
+    "posterior_predictive_check": "pyrater.checking.predict",
+    "PPCResult": "pyrater.checking.predict",
+    "calibrate": "pyrater.checking.calibration",
+    "CalibrationResult": "pyrater.checking.calibration",
+    "majority_vote": "pyrater.checking.scoring",
+    "score": "pyrater.checking.scoring",
+    # contrib
+    "binomial_mixture_em": "pyrater.contrib.mixture",
+}
+#: public submodules reachable as attributes
+_SUBMODULES = ("data", "models", "fits", "inference", "checking", "contrib", "plots", "datasets")
+#: attributes of pyrater 0.1 that now live elsewhere (deprecated)
+_OLD_ATTRIBUTES = {
+    "kernel": "pyrater.kernel",
+    "calibration": "pyrater.calibration",
+    "evaluate": "pyrater.evaluate",
+    "lcm": "pyrater.lcm",
+    "probit": "pyrater.probit",
+}
 
 __all__ = [
+    "CalibrationResult",
+    "ClassConditionalDawidSkene",
+    "DawidSkene",
+    "DistributedRatingData",
+    "ELPD",
+    "EMFit",
+    "Fit",
+    "FitFileError",
+    "FitSummary",
+    "HierarchicalDawidSkene",
+    "HomogeneousDawidSkene",
+    "PPCResult",
     "RatingData",
     "RatingDataError",
-    "as_rating_data",
-    "DawidSkene",
-    "HierarchicalDawidSkene",
-    "ClassConditionalDawidSkene",
-    "HomogeneousDawidSkene",
-    "get_model",
-    "fit",
-    "em",
-    "EMFit",
-    "DistributedRatingData",
-    "Fit",
-    "FitSummary",
-    "load",
-    "FitFileError",
-    "binomial_mixture_em",
-    "simulate",
-    "simulate_dawid_skene",
-    "simulate_class_conditional",
-    "simulate_hierarchical",
-    "simulate_homogeneous",
     "Simulation",
-    "kernel",
-    "plots",
-    "loo",
-    "waic",
+    "__version__",
+    "as_rating_data",
+    "binomial_mixture_em",
+    "calibrate",
+    "checking",
     "compare",
-    "ELPD",
+    "contrib",
+    "data",
+    "datasets",
+    "em",
+    "fit",
+    "fits",
+    "get_model",
+    "inference",
+    "load",
+    "loo",
+    "majority_vote",
+    "models",
+    "plots",
     "posterior_predict",
     "posterior_predictive_check",
-    "PPCResult",
-    "evaluate",
-    "datasets",
-    "majority_vote",
     "score",
-    "calibrate",
-    "CalibrationResult",
-    "calibration",
-    "lcm",
-    "probit",
+    "simulate",
+    "simulate_class_conditional",
+    "simulate_dawid_skene",
+    "simulate_hierarchical",
+    "simulate_homogeneous",
+    "waic",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"pyrater.{name}")
+    elif name in _OLD_ATTRIBUTES:  # a deprecated path: warns on every use
+        old = _OLD_ATTRIBUTES[name]
+        new = _deprecated.new_name(old)
+        assert new is not None  # every old attribute is an old module path
+        _deprecated.warn(old, new, stacklevel=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return importlib.import_module(new)
+    else:
+        raise AttributeError(f"module 'pyrater' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC, *_SUBMODULES})
+
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
+    from . import checking, contrib, data, datasets, fits, inference, models, plots
+    from .checking.calibration import CalibrationResult, calibrate
+    from .checking.compare import ELPD, compare, loo, waic
+    from .checking.predict import (
+        PPCResult,
+        posterior_predict,
+        posterior_predictive_check,
+    )
+    from .checking.scoring import majority_vote, score
+    from .contrib.mixture import binomial_mixture_em
+    from .data.distributed import DistributedRatingData
+    from .data.ratings import RatingData, RatingDataError, as_rating_data
+    from .fits.base import Fit, FitSummary, load
+    from .fits.fitfile import FitFileError
+    from .fitting import fit
+    from .inference.em.algorithm import EMFit, em
+    from .models import (
+        ClassConditionalDawidSkene,
+        DawidSkene,
+        HierarchicalDawidSkene,
+        HomogeneousDawidSkene,
+        Simulation,
+        get_model,
+        simulate,
+        simulate_class_conditional,
+        simulate_dawid_skene,
+        simulate_hierarchical,
+        simulate_homogeneous,
+    )

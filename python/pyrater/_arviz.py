@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -227,15 +228,27 @@ def loo(obj, var_name: str = "log_lik") -> LooArrays:
         res = az.loo(obj, pointwise=True, var_name=var_name)
     if is_datatree_line():
         fields = {
-            "elpd": res.elpd, "se": res.se, "p": res.p, "elpd_i": res.elpd_i, "pareto_k": res.pareto_k,
-            "n_samples": res.n_samples, "n_data_points": res.n_data_points, "warning": res.warning,
+            "elpd": res.elpd,
+            "se": res.se,
+            "p": res.p,
+            "elpd_i": res.elpd_i,
+            "pareto_k": res.pareto_k,
+            "n_samples": res.n_samples,
+            "n_data_points": res.n_data_points,
+            "warning": res.warning,
             "good_k": res.good_k,
         }
     else:  # ArviZ 0.x: a pandas Series with the ic's name in its fields
         fields = {
-            "elpd": res["elpd_loo"], "se": res["se"], "p": res["p_loo"], "elpd_i": res["loo_i"],
-            "pareto_k": res["pareto_k"], "n_samples": res["n_samples"], "n_data_points": res["n_data_points"],
-            "warning": res["warning"], "good_k": res.get("good_k", 0.7),
+            "elpd": res["elpd_loo"],
+            "se": res["se"],
+            "p": res["p_loo"],
+            "elpd_i": res["loo_i"],
+            "pareto_k": res["pareto_k"],
+            "n_samples": res["n_samples"],
+            "n_data_points": res["n_data_points"],
+            "warning": res["warning"],
+            "good_k": res.get("good_k", 0.7),
         }
     return LooArrays(
         elpd=float(fields["elpd"]),
@@ -306,9 +319,12 @@ def plot_trace(obj, var_names: Sequence[str], **kwargs):
     az = _az()
     if is_datatree_line():
         kwargs.setdefault("backend", "matplotlib")
-        return _figure_of(az.plot_trace_dist(obj, var_names=list(var_names), **kwargs))
-    with _quiet_legacy_plots():
-        return _figure_of(az.plot_trace(obj, var_names=list(var_names), **kwargs))
+        fig = _figure_of(az.plot_trace_dist(obj, var_names=list(var_names), **kwargs))
+    else:
+        with _quiet_legacy_plots():
+            fig = _figure_of(az.plot_trace(obj, var_names=list(var_names), **kwargs))
+    _chain_legend(fig, obj)
+    return fig
 
 
 def plot_rank(obj, var_names: Sequence[str], **kwargs):
@@ -316,6 +332,29 @@ def plot_rank(obj, var_names: Sequence[str], **kwargs):
     az = _az()
     if is_datatree_line():
         kwargs.setdefault("backend", "matplotlib")
-        return _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
-    with _quiet_legacy_plots():
-        return _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
+        fig = _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
+    else:
+        with _quiet_legacy_plots():
+            fig = _figure_of(az.plot_rank(obj, var_names=list(var_names), **kwargs))
+    fig.set_layout_engine("constrained")  # ArviZ's titles ("pi\ncategory = ...") are clipped otherwise
+    return fig
+
+
+def _chain_legend(fig, obj) -> None:
+    """A legend naming the chains by the colours of the trace lines (ArviZ draws none by default)."""
+    from matplotlib.lines import Line2D
+
+    n_chains = int(group(obj, "posterior").sizes["chain"])
+    for ax in fig.axes:  # the trace panels: one line per chain
+        lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
+        colours = list(dict.fromkeys(line.get_color() for line in lines))
+        if len(colours) == n_chains:
+            handles = [Line2D([], [], color=c, label=f"chain {i}") for i, c in enumerate(colours)]
+            fig.legend(
+                handles=handles,
+                loc="outside upper right" if fig.get_layout_engine() else "upper right",
+                ncols=min(n_chains, 4),
+                fontsize="small",
+                frameon=False,
+            )
+            return

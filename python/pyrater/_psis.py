@@ -110,9 +110,7 @@ def _gpd_quantile(p: np.ndarray, k: float, sigma: float) -> np.ndarray:
     return sigma * np.expm1(-k * np.log1p(-p)) / k
 
 
-def psislw(
-    log_ratios: np.ndarray, r_eff: float = 1.0, tail_length: int | None = None
-) -> tuple[np.ndarray, float]:
+def psislw(log_ratios: np.ndarray, r_eff: float = 1.0, tail_length: int | None = None) -> tuple[np.ndarray, float]:
     """Pareto-smoothed log importance weights, normalised, and the Pareto k.
 
     Parameters

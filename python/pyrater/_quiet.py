@@ -14,7 +14,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-__all__ = ["import_arviz", "import_tqdm"]
+__all__ = ["import_arviz", "import_tqdm", "progress_bar", "PROGRESS_DELAY"]
 
 
 def import_arviz() -> ModuleType:
@@ -33,3 +33,13 @@ def import_tqdm() -> Any:
         from tqdm.auto import tqdm
 
     return tqdm
+
+
+#: seconds a step must run before its progress bar appears (quick steps print nothing)
+PROGRESS_DELAY = 2.0
+
+
+def progress_bar(show: bool, total: int | None, desc: str, unit: str = "it") -> Any:
+    """A tqdm bar for a step of ``total`` units, shown only when ``show`` and the step runs > 2 s."""
+    tqdm = import_tqdm()
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, delay=PROGRESS_DELAY, leave=False)

@@ -34,14 +34,15 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from .data import RatingData, RatingDataError, as_rating_data
-from .fitting import METHODS
+from .data.ratings import DataFormat, RatingData, RatingDataError, as_rating_data
+from .fitting import METHODS, Method
 from .models import MODEL_NAMES, get_model
 
 # the CLI's methods: pyrater.fit's, plus maximum likelihood by EM
@@ -54,6 +55,7 @@ SHOWN_RATERS = 5
 
 class CLIError(ValueError):
     """A problem with the command line's arguments or files (exit status 2)."""
+
 
 __all__ = ["main"]
 
@@ -91,7 +93,7 @@ def _read_table(path: Path, flag: str, holds: str) -> pd.DataFrame:
     return df
 
 
-def _read_csv(path: Path, data_format: str, args: argparse.Namespace) -> RatingData:
+def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> RatingData:
     df = _read_table(path, "", "ratings")
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
@@ -182,8 +184,12 @@ def _short_summary(fit, summary, rater_table: pd.DataFrame, written: list[Path])
                 order.tail(SHOWN_RATERS).iloc[::-1].to_string(),
             ]
     z = fit.point_estimate("z")
-    counts = pd.Series(np.bincount(pd.Index(data.categories).get_indexer(z.to_numpy()), weights=data.weight,
-                                   minlength=data.n_categories).astype(int), index=list(data.categories))
+    counts = pd.Series(
+        np.bincount(
+            pd.Index(data.categories).get_indexer(z.to_numpy()), weights=data.weight, minlength=data.n_categories
+        ).astype(int),
+        index=list(data.categories),
+    )
     lines.append("Items per most probable class: " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     lines.append("Full tables: " + ", ".join(str(p) for p in written if p.suffix in (".csv", ".txt")))
     return "\n".join(lines)
@@ -195,7 +201,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import plots
+    from .checking import plots
 
     out.mkdir(parents=True, exist_ok=True)
     summary = fit.summary()
@@ -243,7 +249,7 @@ def _model(args: argparse.Namespace):
         except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
             raise CLIError(f"--priors {path}: not a JSON file: {exc}") from None
         if not isinstance(options, dict):
-            raise CLIError(f"--priors {path}: expected a JSON object such as {{\"alpha\": 1, \"beta\": [[...]]}}")
+            raise CLIError(f'--priors {path}: expected a JSON object such as {{"alpha": 1, "beta": [[...]]}}')
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             raise CLIError(f"--priors {path}: {unknown} are not priors of model {name}; its priors are {allowed}")
@@ -272,8 +278,10 @@ def _resolve_model(args: argparse.Namespace, K: int):
         else:
             beta = np.array(options.get("beta", default_beta(K)), dtype=float)
             if beta.shape != (K, K):
-                raise CLIError(f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
-                               f"shape {beta.shape}")
+                raise CLIError(
+                    f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
+                    f"shape {beta.shape}"
+                )
             eye = np.eye(K, dtype=bool)
             if diag is not None:
                 beta[eye] = diag
@@ -309,7 +317,7 @@ def _method(args: argparse.Namespace) -> str:
 def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = None):
     """Fit as the arguments say; ``known``: the items of known class (``--known``, read by the caller)."""
     from .fitting import fit
-    from .native.em import em
+    from .inference.em.algorithm import em
 
     method = _method(args)
     model = _resolve_model(args, data.n_categories)
@@ -318,23 +326,29 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
             _check_mode_priors(model, data)
         kwargs = {"n_restarts": args.restarts} if args.restarts is not None else {}
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
-    kwargs = {"seed": args.seed, "engine": args.engine, "known": known}
+    kwargs = {"seed": args.seed, "known": known}
+    if method != "gibbs":  # the Stan methods
+        kwargs["engine"] = args.engine
     if method == "optimize":
         if args.restarts is not None:
             kwargs["n_inits"] = args.restarts + 1
-    else:  # samplers
-        kwargs.update(chains=args.chains, draws=args.draws, warmup=args.draws if args.warmup is None else args.warmup)
+    else:  # samplers (Pathfinder: paths and resampled draws, no warm-up)
+        kwargs.update(chains=args.chains, draws=args.draws)
+        if method != "pathfinder":
+            kwargs["warmup"] = args.draws if args.warmup is None else args.warmup
     if method == "gibbs":
         kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
-    return fit(data, model, method=method, **kwargs)
+    return fit(data, model, method=cast(Method, method), **kwargs)  # not em / em-ml here: one of METHODS
 
 
 def _check_gibbs_options(args: argparse.Namespace) -> None:
     """--thin and --pi-moves belong to --method gibbs: say so before reading any data."""
     given = [flag for flag, value in (("--thin", args.thin), ("--pi-moves", args.pi_moves)) if value is not None]
     if given and _method(args) != "gibbs":
-        raise CLIError(f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
-                       f"got --method {_method(args)}")
+        raise CLIError(
+            f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
+            f"got --method {_method(args)}"
+        )
     if args.thin is not None and args.thin > args.draws:
         raise CLIError(f"--thin ({args.thin}) must be at most --draws ({args.draws}) so that at least one draw is kept")
 
@@ -362,7 +376,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     known = _read_known(args.known)
     gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
     if gold is not None and known is not None:
-        from .calibration import check_gold_not_known
+        from .checking.calibration import check_gold_not_known
 
         try:
             check_gold_not_known(gold.index, known.index, where=f"--known {args.known}")
@@ -379,7 +393,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     """``--gold FILE``: the known classes (item, label), checked against the ratings before any fitting."""
-    from .calibration import check_gold
+    from .checking.calibration import check_gold
 
     frame = _read_table(gold_path, "--gold", "(item, label) rows")
     try:
@@ -390,8 +404,11 @@ def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
 
 
 def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: int) -> None:
-    """``--gold``: calibrate on the gold items (``calibrate``'s default map), write the probabilities, print the CV scores."""
-    from .calibration import calibrate
+    """``--gold``: calibrate on the gold items (``calibrate``'s default map), write and score the probabilities.
+
+    Writes ``calibrated_probabilities.csv`` and prints the cross-validated scores.
+    """
+    from .checking.calibration import calibrate
 
     try:
         cal = calibrate(fit, gold, seed=seed)
@@ -410,7 +427,6 @@ def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: in
     print(f"wrote {path}", file=sys.stderr)
 
 
-
 COMPARE_NOTE = (
     "elpd_loo: expected log predictive density of a new item (PSIS-LOO, items left out); higher is better. "
     "elpd_diff, dse: difference from the best model and its standard error. p_loo: effective number of "
@@ -423,8 +439,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if len(set(args.models)) < 2:
         raise CLIError(f"compare needs at least two different models (--models), got {args.models}")
     from ._quiet import import_tqdm
-
-    from .compare import compare
+    from .checking.compare import compare
     from .fitting import fit
 
     tqdm = import_tqdm()
@@ -434,8 +449,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     fits = {}
     for name in tqdm(args.models, desc="fitting models", unit="model", file=sys.stderr):
         fits[name] = fit(
-            data, name, method="mcmc", chains=args.chains, draws=args.draws, engine=args.engine,
-            warmup=args.draws if args.warmup is None else args.warmup, seed=args.seed, progress=False,
+            data,
+            name,
+            method="mcmc",
+            chains=args.chains,
+            draws=args.draws,
+            engine=args.engine,
+            warmup=args.draws if args.warmup is None else args.warmup,
+            seed=args.seed,
+            progress=False,
         )
     table = compare(fits)
     with pd.option_context("display.width", 120):
@@ -509,81 +531,149 @@ def _common() -> argparse.ArgumentParser:
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("ratings", help="CSV file of ratings")
-    p.add_argument("--format", choices=("long", "wide", "grouped"), default="long",
-                   help="long: item,rater,rating rows; wide: one column per rater; grouped: one row per rating "
-                        "pattern with a tally column (default long)")
+    p.add_argument(
+        "--format",
+        choices=("long", "wide", "grouped"),
+        default="long",
+        help="long: item,rater,rating rows; wide: one column per rater; grouped: one row per rating "
+        "pattern with a tally column (default long)",
+    )
     p.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
     p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
 
 
 def _add_sampler_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINES, default="auto",
-                   help="Stan interface: auto (cmdstanpy when CmdStan is installed, else pystan), cmdstanpy, pystan")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="Stan interface: auto (cmdstanpy when CmdStan is installed, else pystan), cmdstanpy, pystan",
+    )
     p.add_argument("--chains", type=_int_at_least(1), default=4, help="MCMC chains (default 4)")
-    p.add_argument("--draws", type=_int_at_least(1), default=1000, help="MCMC draws per chain after warmup (default 1000)")
+    p.add_argument(
+        "--draws", type=_int_at_least(1), default=1000, help="MCMC draws per chain after warmup (default 1000)"
+    )
     p.add_argument("--warmup", type=_int_at_least(0), default=None, help="MCMC warmup per chain (default: = --draws)")
 
 
 def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
     p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene", help="model (default dawid_skene)")
-    p.add_argument("--method", choices=CLI_METHODS, default=default_method,
-                   help=f"mcmc: NUTS in Stan; optimize: posterior mode in Stan; em: posterior mode by EM; em-ml: "
-                        f"maximum likelihood by EM; gibbs: blocked Gibbs sampler in numba (not hierarchical), for "
-                        f"large data; pathfinder: Stan's Pathfinder approximation (cmdstanpy engine) "
-                        f"(default {default_method})")
-    p.add_argument("--ml", action="store_true",
-                   help="maximum likelihood by EM (the same as --method em-ml; overrides --method)")
+    p.add_argument(
+        "--method",
+        choices=CLI_METHODS,
+        default=default_method,
+        help=f"mcmc: NUTS in Stan; optimize: posterior mode in Stan; em: posterior mode by EM; em-ml: "
+        f"maximum likelihood by EM; gibbs: blocked Gibbs sampler in numba (not hierarchical), for "
+        f"large data; pathfinder: Stan's Pathfinder approximation (cmdstanpy engine) "
+        f"(default {default_method})",
+    )
+    p.add_argument(
+        "--ml", action="store_true", help="maximum likelihood by EM (the same as --method em-ml; overrides --method)"
+    )
     p.add_argument("--out", default="pyrater-out", help="output folder (created; default pyrater-out)")
-    p.add_argument("--restarts", type=_int_at_least(0), default=None,
-                   help="extra random starts: EM restarts (em, em-ml; default 0 besides EM's own search of starts), "
-                        "or optimize starts beyond the first (default 3)")
+    p.add_argument(
+        "--restarts",
+        type=_int_at_least(0),
+        default=None,
+        help="extra random starts: EM restarts (em, em-ml; default 0 besides EM's own search of starts), "
+        "or optimize starts beyond the first (default 3)",
+    )
     _add_sampler_options(p)
-    p.add_argument("--thin", type=_int_at_least(1), default=None,
-                   help="--method gibbs: keep every THIN-th of the --draws sweeps (default 1; saves memory on large data)")
-    p.add_argument("--pi-moves", type=_int_at_least(0), default=None,
-                   help="--method gibbs: Metropolis moves on pi with the classes summed out, per sweep (default 0); "
-                        "try 3 when the diagnostics show pi mixing slowly")
+    p.add_argument(
+        "--thin",
+        type=_int_at_least(1),
+        default=None,
+        help="--method gibbs: keep every THIN-th of the --draws sweeps (default 1; saves memory on large data)",
+    )
+    p.add_argument(
+        "--pi-moves",
+        type=_int_at_least(0),
+        default=None,
+        help="--method gibbs: Metropolis moves on pi with the classes summed out, per sweep (default 0); "
+        "try 3 when the diagnostics show pi mixing slowly",
+    )
     pri = p.add_argument_group("priors (rater's defaults unless given)")
-    pri.add_argument("--alpha", type=_positive_float, default=None,
-                     help="Dirichlet prior on the prevalence pi: the same value for every class (default 3)")
-    pri.add_argument("--beta-diag", type=_positive_float, default=None,
-                     help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
-                          "error-matrix row (class_conditional: beta1); default 4.8")
-    pri.add_argument("--beta-off", type=_positive_float, default=None,
-                     help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
-                          "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional: beta2 of "
-                          "p ~ Beta(beta1, beta2), default 3.2")
-    pri.add_argument("--priors", metavar="FILE.json", default=None,
-                     help="JSON object of the model's priors, e.g. {\"alpha\": [3, 3], \"beta\": [[8, 1], [1, 8]]} "
-                          "(class_conditional: alpha, beta1, beta2); --alpha/--beta-* override it")
-    p.add_argument("--known", metavar="FILE", default=None,
-                   help="CSV of items whose true class is known, columns item,label; the fit conditions on them")
+    pri.add_argument(
+        "--alpha",
+        type=_positive_float,
+        default=None,
+        help="Dirichlet prior on the prevalence pi: the same value for every class (default 3)",
+    )
+    pri.add_argument(
+        "--beta-diag",
+        type=_positive_float,
+        default=None,
+        help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
+        "error-matrix row (class_conditional: beta1); default 4.8",
+    )
+    pri.add_argument(
+        "--beta-off",
+        type=_positive_float,
+        default=None,
+        help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
+        "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional: beta2 of "
+        "p ~ Beta(beta1, beta2), default 3.2",
+    )
+    pri.add_argument(
+        "--priors",
+        metavar="FILE.json",
+        default=None,
+        help='JSON object of the model\'s priors, e.g. {"alpha": [3, 3], "beta": [[8, 1], [1, 8]]} '
+        "(class_conditional: alpha, beta1, beta2); --alpha/--beta-* override it",
+    )
+    p.add_argument(
+        "--known",
+        metavar="FILE",
+        default=None,
+        help="CSV of items whose true class is known, columns item,label; the fit conditions on them",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="pyrater", description="Bayesian and EM analysis of repeated categorical ratings.")
+    parser = argparse.ArgumentParser(
+        prog="pyrater", description="Bayesian and EM analysis of repeated categorical ratings."
+    )
     parser.add_argument("--version", action="version", version=f"pyrater {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _common()
-    p = sub.add_parser("fit", parents=[common], help="fit a model to a CSV of ratings",
-                       description="Fit a model to a CSV of ratings; write tables and plots to --out.")
+    p = sub.add_parser(
+        "fit",
+        parents=[common],
+        help="fit a model to a CSV of ratings",
+        description="Fit a model to a CSV of ratings; write tables and plots to --out.",
+    )
     _add_data_options(p)
     _add_fit_options(p, "mcmc")
-    p.add_argument("--gold", default=None, help="CSV of known classes (item, label): also write calibrated_probabilities.csv")
+    p.add_argument(
+        "--gold", default=None, help="CSV of known classes (item, label): also write calibrated_probabilities.csv"
+    )
     p.set_defaults(func=_cmd_fit)
-    c = sub.add_parser("compare", parents=[common], help="compare models by PSIS-LOO (MCMC fits)",
-                       description="Fit each model by MCMC and print the PSIS-LOO comparison table.",
-                       epilog=COMPARE_NOTE)
+    c = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="compare models by PSIS-LOO (MCMC fits)",
+        description="Fit each model by MCMC and print the PSIS-LOO comparison table.",
+        epilog=COMPARE_NOTE,
+    )
     _add_data_options(c)
-    c.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=["dawid_skene", "class_conditional"],
-                   help="two or more models (default dawid_skene class_conditional)")
+    c.add_argument(
+        "--models",
+        nargs="+",
+        choices=MODEL_NAMES,
+        default=["dawid_skene", "class_conditional"],
+        help="two or more models (default dawid_skene class_conditional)",
+    )
     _add_sampler_options(c)
     c.set_defaults(func=_cmd_compare)
-    d = sub.add_parser("demo", parents=[common], help="fit the built-in example end to end",
-                       description="Fit the built-in example and write its tables and plots to --out.")
+    d = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="fit the built-in example end to end",
+        description="Fit the built-in example and write its tables and plots to --out.",
+    )
     _add_fit_options(d, "mcmc")
     d.set_defaults(func=_cmd_demo, out="pyrater-demo")
     return parser
@@ -591,7 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings as one line, ``pyrater: warning: <message>`` (no Python source line)."""
-    print(f"pyrater: warning: {message}", file=file or sys.stderr)
+    print(f"pyrater: warning: {message}", file=sys.stderr if file is None else file)
 
 
 def _one_line_warnings(func):
@@ -608,6 +698,7 @@ def _one_line_warnings(func):
 
 @_one_line_warnings
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.debug:
@@ -623,16 +714,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pyrater: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, the traceback under --debug
+    except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"pyrater: error: {type(exc).__name__}: {text} (in {Path(where.filename).name}:{where.lineno}; "
-              "run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"pyrater: error: {type(exc).__name__}: {text} (in {Path(where.filename).name}:{where.lineno}; "
+            "run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"pyrater: warning: {message}", file=sys.stderr if file is None else file)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

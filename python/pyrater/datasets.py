@@ -2,7 +2,7 @@
 
 :func:`anesthesia` and :func:`caries` are the two classic small data sets
 that R's rater package ships (real ratings; sources in
-``pyrater/_datasets/SOURCE.md``): the anaesthesia data of Dawid and Skene
+``pyrater/data/_datasets/SOURCE.md``): the anaesthesia data of Dawid and Skene
 (1979), long format, and the dental caries data of Espeland and Handelman
 (1989), grouped format.  They come with the package, so no download and no
 ``../shared`` folder is needed.
@@ -20,7 +20,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from .simulation import Simulation, simulate_dawid_skene
+from .models import Simulation, simulate_dawid_skene
 
 __all__ = ["anesthesia", "caries", "example_ratings", "example_simulation", "EXAMPLE_CATEGORIES", "EXAMPLE_RATERS"]
 
@@ -30,7 +30,7 @@ EXAMPLE_SEED = 2023
 
 
 def _read(name: str) -> pd.DataFrame:
-    with resources.files("pyrater").joinpath("_datasets", name).open("rb") as fh:
+    with resources.files("pyrater.data").joinpath("_datasets", name).open("rb") as fh:
         return pd.read_csv(fh)
 
 

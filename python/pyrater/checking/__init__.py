@@ -1,0 +1,1 @@
+"""After the fit: posterior prediction and checks, LOO/WAIC and comparison, calibration, scoring, plots."""

@@ -1,0 +1,235 @@
+"""Posterior predictive simulation and checks.
+
+:func:`posterior_predict` draws replicated ratings: for posterior draw ``s``,
+the true class of an observed item is drawn from ``P(z_i | y_i, pi_s,
+theta_s)`` (so ``(pi_s, theta_s, z_s)`` is a draw from the joint posterior),
+the class of a new item from ``pi_s``, and each rating from
+``theta_s[rater, z]``.  One class is drawn per item: for grouped data the
+items sharing a rating pattern share its class posterior but are drawn
+independently (a multinomial split of the pattern's tally), so replicated
+data have the same spread from grouped and long forms of the same ratings.
+For optimisation and EM fits the single estimate stands in for every draw (a plug-in predictive that ignores parameter
+uncertainty; the returned frame's ``attrs["plug_in"]`` says so).
+
+:func:`posterior_predictive_check` compares a statistic of the observed
+ratings with its distribution over replicated data sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_int
+from ..data.ratings import _encode
+from ..fits.base import Fit
+from ..models.kernels import log_joint
+
+__all__ = ["posterior_predict", "posterior_predictive_check", "PPCResult"]
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _categorical(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
+    """One draw per row of ``probs`` (..., K) by inverse CDF; returns (...) codes."""
+    cdf = np.cumsum(probs, axis=-1)
+    u = rng.random(probs.shape[:-1] + (1,)) * cdf[..., -1:]
+    return np.minimum((u > cdf).sum(axis=-1), probs.shape[-1] - 1)
+
+
+def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Index]:
+    """The design as codes: one true class is drawn per design *item*.
+
+    Returns
+    -------
+    item_unit : int array, shape (D,)
+        For each distinct item of the design, its unit (the item itself for
+        long and wide data, its rating pattern for grouped data), or -1 for
+        a new item.
+    item_of_row : int array, shape (R,)
+        Index into ``item_unit`` of each design row.
+    raters : int array, shape (R,)
+        Rater code of each design row.
+    labels : Index, length R
+        Item label of each design row.
+
+    Grouped data's items are labelled ``1 .. n_items`` in pattern order (as
+    in :meth:`RatingData.to_long`); a user design naming such items keeps
+    them as observed items of their pattern.
+    """
+    data = fit.data
+    # the unit of every item the user can name: itself, or its pattern for grouped data
+    if data.is_grouped:
+        item_labels = pd.RangeIndex(1, data.n_items + 1, name="item")
+        unit_of_item = np.repeat(np.arange(data.n_units, dtype=np.int64), data.weight)
+    else:
+        item_labels = data.unit_labels
+        unit_of_item = np.arange(data.n_units, dtype=np.int64)
+    if design is None:
+        if data.is_grouped:
+            long = data.to_long()
+            item_codes = long.iloc[:, 0].to_numpy() - 1
+            raters = data.rater_labels.get_indexer(long.iloc[:, 1])
+            return unit_of_item, item_codes, raters, pd.Index(long.iloc[:, 0])
+        return unit_of_item, data.unit.copy(), data.rater.copy(), data.unit_labels[data.unit]
+    if not isinstance(design, pd.DataFrame):
+        raise TypeError(f"design must be a DataFrame with item and rater columns, got {type(design).__name__}")
+    item_col, rater_col, _ = data.long_columns
+    missing = [c for c in (item_col, rater_col) if c not in design.columns]
+    if missing:
+        raise ValueError(f"design is missing column(s) {missing}; columns are {list(design.columns)}")
+    raters = data.rater_labels.get_indexer(pd.Index(design[rater_col]))
+    if (raters < 0).any():
+        bad = pd.unique(design[rater_col].to_numpy()[raters < 0]).tolist()
+        raise ValueError(f"design column {rater_col!r} has raters {bad[:8]} not in the fitted data")
+    items = pd.Index(design[item_col])
+    item_of_row, distinct = pd.factorize(items)
+    found = _encode(np.asarray(distinct, dtype=object), item_labels)  # exact, then type-blind ("7" finds 7)
+    item_unit = np.where(found >= 0, unit_of_item[np.maximum(found, 0)], -1)
+    return item_unit, item_of_row.astype(np.int64), raters, items
+
+
+def posterior_predict(
+    fit: Fit,
+    design: pd.DataFrame | None = None,
+    draws: int = 100,
+    seed: int | None = None,
+) -> pd.DataFrame:
+    """Simulate ratings from the posterior predictive distribution.
+
+    Parameters
+    ----------
+    fit : Fit
+        Any fitted model (MCMC, optimisation or EM).
+    design : DataFrame, optional
+        Rows of (item, rater) pairs to simulate, in the fitted data's column
+        names; items not in the data are new items (class drawn from pi).
+        Default: the observed design (every observed rating, repeats included).
+        For grouped data the items are ``1 .. n_items`` in pattern order (as
+        in ``fit.data.to_long()``); naming them keeps them observed items
+        of their pattern.
+    draws : int
+        Number of replicated data sets (posterior draws, spread evenly over
+        the chains; for point fits, replicates at the estimate).
+    seed : int, optional
+
+    Returns
+    -------
+    DataFrame
+        Long: ``draw``, item, rater, rating (user labels; rating categorical),
+        ``draws * len(design)`` rows.
+    """
+    draws = check_int("draws", draws, 1)
+    rng = np.random.default_rng(seed)
+    data = fit.data
+    item_unit, item_of_row, raters, labels = _design_codes(fit, design)
+    if fit.has_draws:
+        pi_all, theta_all = fit._draws()
+        pick = np.linspace(0, pi_all.shape[0] - 1, draws).round().astype(int)
+        pi, theta = pi_all[pick], theta_all[pick]
+    else:
+        p, t = fit._point()
+        pi, theta = np.broadcast_to(p, (draws, *p.shape)), np.broadcast_to(t, (draws, *t.shape))
+    known = getattr(fit, "known", None)
+    known_arr = None if known is None else np.asarray(known)
+    observed = item_unit >= 0
+    ratings = np.empty((draws, item_of_row.size), dtype=np.int64)
+    for s in range(draws):
+        lj = log_joint(data.counts, _log(pi[s]), _log(theta[s]))
+        if known_arr is not None:
+            rows = np.flatnonzero(known_arr >= 0)
+            lj[rows] = -np.inf
+            lj[rows, known_arr[rows]] = 0.0
+        post = np.exp(lj - lj.max(axis=1, keepdims=True))
+        # one class per item, independently given (pi_s, theta_s): for grouped data the
+        # items of a pattern share its posterior but not its draw (a multinomial split)
+        z = np.empty(item_unit.size, dtype=np.int64)
+        z[observed] = _categorical(rng, post[item_unit[observed]])
+        z[~observed] = _categorical(rng, np.broadcast_to(pi[s], (int((~observed).sum()), pi.shape[1])))
+        ratings[s] = _categorical(rng, theta[s][raters, z[item_of_row]])
+    item_col, rater_col, rating_col = data.long_columns
+    out = pd.DataFrame(
+        {
+            "draw": np.repeat(np.arange(draws), item_of_row.size),
+            item_col: np.tile(np.asarray(labels, dtype=object), draws),
+            rater_col: np.tile(data.rater_labels.to_numpy()[raters], draws),
+            rating_col: pd.Categorical.from_codes(ratings.ravel(), categories=data.categories),
+        }
+    )
+    out.attrs["plug_in"] = not fit.has_draws
+    return out
+
+
+@dataclass(frozen=True)
+class PPCResult:
+    """Result of :func:`posterior_predictive_check`.
+
+    Attributes
+    ----------
+    statistic : str
+        Name of the statistic.
+    observed : float
+        Its value on the observed ratings.
+    simulated : array, shape (draws,)
+        Its values on the replicated data sets.
+    p_value : float
+        Posterior predictive tail probability ``P(T(y_rep) >= T(y))``.
+    """
+
+    statistic: str
+    observed: float
+    simulated: np.ndarray
+    p_value: float
+
+    def plot(self, ax=None):
+        """Histogram of the simulated statistic with the observed value marked."""
+        from .plots import plot_ppc
+
+        return plot_ppc(self, ax=ax)
+
+
+def posterior_predictive_check(
+    fit: Fit,
+    statistic: Callable[[pd.DataFrame], float],
+    draws: int = 200,
+    seed: int | None = None,
+    name: str | None = None,
+) -> PPCResult:
+    """Posterior predictive check of a statistic of the long ratings table.
+
+    Parameters
+    ----------
+    fit : Fit
+    statistic : callable
+        Function of a long DataFrame (item, rater, rating columns as in the
+        fitted data) returning a number, e.g. the proportion of ratings in
+        a category or the rate of agreement between raters.
+    draws : int
+        Number of replicated data sets.
+    seed : int, optional
+    name : str, optional
+        Label for plots (default: the function's name).
+
+    Returns
+    -------
+    PPCResult
+    """
+    observed_df = fit.data.to_long()
+    observed = float(statistic(observed_df))
+    reps = posterior_predict(fit, draws=draws, seed=seed)
+    sims = np.array(
+        [float(statistic(g.drop(columns="draw").reset_index(drop=True))) for _, g in reps.groupby("draw", sort=True)]
+    )
+    p_value = float(np.mean(sims >= observed))
+    return PPCResult(
+        statistic=name if name else getattr(statistic, "__name__", "statistic"),
+        observed=observed,
+        simulated=sims,
+        p_value=p_value,
+    )

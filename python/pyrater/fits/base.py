@@ -1,0 +1,427 @@
+"""The fit result API shared by every method (EM, Stan MCMC, Stan optimisation).
+
+Every result answers the same accessors with the user's labels:
+
+* :meth:`Fit.point_estimate` -- ``"pi"`` (Series over categories), ``"theta"``
+  (DataArray with dims ``rater, category, rating``) or ``"z"`` (Series of
+  the most probable class per item);
+* :meth:`Fit.class_probabilities` -- DataFrame, items x categories;
+* :meth:`Fit.posterior_samples` and :meth:`Fit.posterior_interval` -- for
+  fits with draws; point-estimate fits raise :class:`NotImplementedError`
+  with the reason.
+
+Dims are named ``item`` (``pattern`` for grouped data), ``rater``,
+``category`` (the true class) and ``rating`` (the observed label), so
+``theta[rater, category, rating] = P(rating | category)``.
+Intervals default to 90% (rater's convention; ArviZ's default is 89%).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..data.ratings import RatingData
+from ..models import Model
+
+__all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load"]
+
+DEFAULT_PROB = 0.9
+Which = Literal["pi", "theta", "z"]
+
+#: Named dims of the model parameters in the ArviZ groups (after ``chain, draw``).
+VAR_DIMS: dict[str, tuple[str, ...]] = {
+    "pi": ("category",),
+    "theta": ("rater", "category", "rating"),
+    "p": ("rater", "category"),
+    "mu": ("category", "rating"),
+    "sigma": ("category", "rating"),
+    "gamma_raw": ("rater", "category", "rating"),
+    "log_lik": ("item",),
+}
+
+
+def var_dims(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """Dims of parameter ``name`` with (non-sample) ``shape``; ``name_dim_i`` for unknown ones.
+
+    The homogeneous model's theta (one matrix for all raters) is ``(category, rating)``.
+    """
+    dims = VAR_DIMS.get(name)
+    if name == "theta" and len(shape) == 2:
+        dims = ("category", "rating")
+    if dims is None or len(dims) != len(shape):
+        dims = tuple(f"{name}_dim_{i}" for i in range(len(shape)))
+    return dims
+
+
+def parameter_names(data: RatingData) -> tuple[list[str], list[str]]:
+    """Flat names ``pi[k]`` (K,) and ``theta[rater, k, l]`` (J*K*K,) with user labels."""
+    cats = [str(c) for c in data.categories]
+    pi_names = [f"pi[{c}]" for c in cats]
+    theta_names = [f"theta[{r}, {k}, {l}]" for r in data.rater_labels for k in cats for l in cats]
+    return pi_names, theta_names
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """What :meth:`Fit.summary` returns; ``print()`` it for a readable report.
+
+    Attributes
+    ----------
+    model : str
+        Model title.
+    priors : dict
+        Resolved prior hyperparameters.
+    method : str
+    info : dict
+        Method details (engine, chains, draws, run time, convergence, ...).
+    parameters : DataFrame
+        One row per parameter (pi, then theta[rater, category, rating]):
+        ``mean`` (or ``estimate``), interval bounds, and for MCMC ``rhat``
+        and ``ess_bulk``.
+    classes : DataFrame
+        Per item: the most probable class ``z`` and the class probabilities.
+    """
+
+    model: str
+    priors: dict
+    method: str
+    info: dict
+    parameters: pd.DataFrame
+    classes: pd.DataFrame
+
+    def __str__(self) -> str:
+        lines = [f"{self.model} fitted by {self.method}"]
+        for key, value in self.info.items():
+            lines.append(f"  {key}: {value}")
+        lines.append("Priors:")
+        for key, value in self.priors.items():
+            arr = np.asarray(value)
+            text = (
+                np.array2string(arr, precision=3, threshold=12)
+                if arr.size <= 16
+                else (f"array of shape {arr.shape}, range [{arr.min():.3g}, {arr.max():.3g}]")
+            )
+            lines.append(f"  {key}: {text}")
+        with pd.option_context("display.max_rows", 40, "display.width", 120):
+            lines += ["Parameters:", self.parameters.round(3).to_string()]
+            lines += ["Classes:", self.classes.round(3).to_string()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:  # pragma: no cover - notebook display
+        return "<pre>" + str(self).replace("&", "&amp;").replace("<", "&lt;") + "</pre>"
+
+
+class Fit:
+    """Base class of all fit results.
+
+    Subclasses set ``data``, ``model`` and ``method`` and implement
+    :meth:`_point` (point estimates of pi (K,) and theta (J, K, K)) and
+    :meth:`_class_probs` (array (I, K)); fits with draws also implement
+    :meth:`_draws`.
+    """
+
+    data: RatingData
+    model: Model
+    method: str
+
+    # ---------------------------------------------------------- to implement
+    def _point(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _class_probs(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pi draws (S, K) and theta draws (S, J, K, K)."""
+        raise NotImplementedError(
+            f"a {self.method} fit holds a point estimate, not posterior draws; refit with method='mcmc'"
+        )
+
+    @property
+    def has_draws(self) -> bool:
+        """True for fits with posterior draws (MCMC)."""
+        return False
+
+    # --------------------------------------------------------------- labels
+    @property
+    def _unit_dim(self) -> str:
+        return "pattern" if self.data.is_grouped else "item"
+
+    def _label(self, arr: np.ndarray, which: str, sample_dim: str | None = None):
+        d = self.data
+        cats = list(d.categories)
+        if which == "pi":
+            if sample_dim is None:
+                return pd.Series(arr, index=pd.Index(cats, name="category"), name="pi")
+            return xr.DataArray(arr, dims=(sample_dim, "category"), coords={"category": cats}, name="pi")
+        dims: tuple[str, ...] = ("rater", "category", "rating")
+        coords = {"rater": list(d.rater_labels), "category": cats, "rating": cats}
+        if sample_dim is not None:
+            dims = (sample_dim, *dims)
+        return xr.DataArray(arr, dims=dims, coords=coords, name="theta")
+
+    # ------------------------------------------------------------ accessors
+    def point_estimate(self, which: Which = "pi"):
+        """Point estimate: posterior means for MCMC, the mode for optimisation/EM.
+
+        Parameters
+        ----------
+        which : {"pi", "theta", "z"}
+
+        Returns
+        -------
+        pandas.Series (pi: over categories; z: most probable class per item)
+        or xarray.DataArray (theta: dims rater, category, rating).
+        """
+        if which == "z":
+            probs = self._class_probs()
+            z = self.data.categories.to_numpy()[np.argmax(probs, axis=1)]
+            return pd.Series(z, index=self.data.unit_labels.rename(self._unit_dim), name="z")
+        if which not in ("pi", "theta"):
+            raise ValueError(f"which must be 'pi', 'theta' or 'z', got {which!r}")
+        pi, theta = self._point()
+        return self._label(pi if which == "pi" else theta, which)
+
+    def class_probabilities(self) -> pd.DataFrame:
+        """P(z_i = k | data): DataFrame of shape (items, categories).
+
+        Rao-Blackwellised for MCMC (average over draws of the conditional
+        probabilities given pi and theta); conditional on the estimate for
+        optimisation and EM.  For grouped data, one row per pattern.
+        """
+        return pd.DataFrame(
+            self._class_probs(),
+            index=self.data.unit_labels.rename(self._unit_dim),
+            columns=pd.Index(list(self.data.categories), name="category"),
+        )
+
+    def posterior_samples(self, which: Literal["pi", "theta"] = "pi") -> xr.DataArray:
+        """Posterior draws with a leading ``draw`` dim (chains concatenated)."""
+        if which not in ("pi", "theta"):
+            raise ValueError(f"which must be 'pi' or 'theta', got {which!r}")
+        pi, theta = self._draws()
+        return self._label(pi if which == "pi" else theta, which, sample_dim="draw")
+
+    def posterior_interval(self, prob: float = DEFAULT_PROB, which: Literal["pi", "theta"] = "pi") -> xr.DataArray:
+        """Central posterior intervals with probability ``prob``.
+
+        Returns a DataArray with a leading ``bound`` dim (``lower``, ``upper``).
+        """
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob!r}")
+        draws = self.posterior_samples(which)
+        q = draws.quantile([(1 - prob) / 2, (1 + prob) / 2], dim="draw")
+        return q.rename(quantile="bound").assign_coords(bound=["lower", "upper"])
+
+    # ----------------------------------------------------------- arviz
+    def _coords(self) -> dict[str, list[Any]]:
+        """The user's labels for the named dims of the ArviZ groups."""
+        d = self.data
+        items = list(range(1, d.n_items + 1)) if d.is_grouped else list(d.unit_labels)
+        return {
+            "category": list(d.categories),
+            "rating": list(d.categories),
+            "rater": list(d.rater_labels),
+            "item": items,
+        }
+
+    def _dataset(self, arrays: dict[str, np.ndarray], sample_dims: tuple[str, ...] = ("chain", "draw")) -> xr.Dataset:
+        """A Dataset of ``arrays`` (each ``(chain, draw, *shape)``) with named dims and label coords."""
+        coords = self._coords()
+        variables: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
+        used: dict[str, list[Any] | np.ndarray] = {}
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            dims = (*sample_dims, *var_dims(name, value.shape[len(sample_dims) :]))
+            variables[name] = (dims, value)
+            for dim, size in zip(dims, value.shape):
+                if dim in coords:
+                    used[dim] = coords[dim]
+                elif dim in ("chain", "draw"):
+                    used[dim] = np.arange(size)
+        return xr.Dataset(variables, coords=used)
+
+    def _observed_data(self) -> xr.Dataset:
+        """The ratings in long form (grouped data expanded to items), one entry per rating."""
+        obs = self.data.to_long()
+        return xr.Dataset(
+            {
+                "item_obs": ("rating_index", np.asarray(obs.iloc[:, 0].astype(object))),
+                "rater_obs": ("rating_index", np.asarray(obs.iloc[:, 1].astype(object))),
+                "rating_obs": ("rating_index", np.asarray(obs.iloc[:, 2].astype(object))),
+            }
+        )
+
+    def _groups(self) -> dict[str, xr.Dataset]:
+        """ArviZ groups as plain Datasets: ``posterior`` (the estimate as one draw) and ``observed_data``.
+
+        Fits with draws override this (adding ``log_likelihood`` and ``sample_stats``).
+        """
+        pi, theta = self._point()
+        return {
+            "posterior": self._dataset({"pi": np.asarray(pi)[None, None], "theta": np.asarray(theta)[None, None]}),
+            "observed_data": self._observed_data(),
+        }
+
+    def _attrs(self) -> dict[str, Any]:
+        attrs = {"inference_library": "pyrater", "model": self.model.name, "method": self.method}
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            attrs["engine"] = str(engine)
+        stan_version = (getattr(self, "settings", None) or {}).get("stan_version")
+        if stan_version:
+            attrs["stan_version"] = str(stan_version)
+        return attrs
+
+    def to_inference_data(self):
+        """The fit in ArviZ's format, with named dims and the user's labels as coordinates.
+
+        Returns ``arviz.InferenceData`` under ArviZ 0.x (Python 3.11) and
+        ``xarray.DataTree`` under ArviZ 1.x (Python >= 3.12): the same
+        groups, variables, dims and coordinates on both, so ``idata.posterior["pi"]``
+        and ``az.loo(idata)`` / ``az.summary(idata)`` work on either line.
+
+        Groups
+        ------
+        posterior
+            ``pi[chain, draw, category]``, ``theta[chain, draw, rater, category, rating]``
+            (``theta[chain, draw, category, rating]`` for the homogeneous model) and
+            model-specific parameters (``p[rater, category]``; ``mu``, ``sigma``
+            ``[category, rating]``).  Fits without draws (EM, optimisation) hold
+            their point estimate as a single draw (``chain = draw = 1``): useful
+            for uniform downstream code, but LOO, WAIC, Rhat and ESS need MCMC.
+        log_likelihood
+            Fits with draws: ``log_lik[chain, draw, item]``; for grouped data one
+            column per item (each pattern's value repeated by its tally), so LOO
+            treats items as the unit.
+        sample_stats
+            MCMC: ``diverging``, ``tree_depth``, ``lp``, ... per draw.
+        observed_data
+            The ratings in long form: ``item_obs``, ``rater_obs``,
+            ``rating_obs`` over ``rating_index``.
+        """
+        from .. import _arviz
+
+        return _arviz.build(self._groups(), self._attrs())
+
+    def mcmc_diagnostics(self, warn: bool = True) -> pd.DataFrame:
+        """Rhat and ESS per parameter: only for fits with MCMC draws.
+
+        Raises
+        ------
+        NotImplementedError
+            For point-estimate fits (EM, optimisation), naming ``method='mcmc'``.
+        """
+        raise NotImplementedError(
+            f"a {self.method} fit holds a point estimate, not MCMC draws, so it has no Rhat or ESS to report; "
+            "refit with pyrater.fit(..., method='mcmc')"
+        )
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """Save the fit to one data-only file (netCDF4/HDF5, no pickle); returns the path.
+
+        Load it back with :func:`pyrater.load` (same class, same numbers from
+        every accessor).  The file holds ArviZ's groups (``posterior``;
+        ``log_likelihood`` and ``sample_stats`` for MCMC; ``observed_data``),
+        the rating data (group ``rating_data``: codes, labels and tallies) and
+        a JSON settings block (root attribute ``pyrater_fit``: model, priors,
+        method, engine, seed, known items, settings, versions, format name and
+        version); the layout is described in :mod:`pyrater.fitfile`.
+
+        It opens without pyrater:
+
+        * ArviZ 0.x: ``az.from_netcdf(path)`` (an ``InferenceData``; the
+          pyrater groups appear as extra groups);
+        * ArviZ 1.x / xarray: ``xarray.open_datatree(path)`` or
+          ``az.from_netcdf(path)`` (a ``DataTree``);
+        * any netCDF4/HDF5 reader (``h5py``, ``netCDF4``, R's ``ncdf4``).
+
+        ``az.loo(az.from_netcdf(path))`` works on an MCMC fit's file.  Labels
+        must be strings or numbers.  Suggested suffix: ``.nc``.
+        """
+        from .fitfile import save_fit
+
+        return save_fit(self, path)
+
+    # -------------------------------------------------------------- summary
+    def _summary_info(self) -> dict[str, Any]:
+        return {}
+
+    def _priors(self) -> dict[str, np.ndarray]:
+        return self.model.priors(self.data.n_categories, self.data.n_raters)
+
+    def _diagnostics_table(self) -> pd.DataFrame | None:
+        return None
+
+    def summary(self, prob: float = DEFAULT_PROB) -> FitSummary:
+        """Model, priors and method; a table of pi and theta; classes per item.
+
+        For fits with draws the table has the posterior mean, the central
+        ``prob`` interval, ``rhat`` and ``ess_bulk``; otherwise the point
+        estimate.
+        """
+        pi_names, theta_names = parameter_names(self.data)
+        index = pd.Index(pi_names + theta_names, name="parameter")
+        if self.has_draws:
+            pi, theta = self._draws()
+            flat = np.concatenate([pi, theta.reshape(theta.shape[0], -1)], axis=1)
+            lo, hi = (1 - prob) / 2, (1 + prob) / 2
+            table = pd.DataFrame(
+                {
+                    "mean": flat.mean(axis=0),
+                    f"{100 * lo:g}%": np.quantile(flat, lo, axis=0),
+                    f"{100 * hi:g}%": np.quantile(flat, hi, axis=0),
+                },
+                index=index,
+            )
+            diag = self._diagnostics_table()
+            if diag is not None:
+                table = table.join(diag[["rhat", "ess_bulk"]])
+        else:
+            pi, theta = self._point()
+            table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
+        return FitSummary(
+            model=self.model.title,
+            priors=self._priors(),
+            method=self.method,
+            info=self._summary_info(),
+            parameters=table,
+            classes=self._summary_classes(),
+        )
+
+    def _summary_classes(self) -> pd.DataFrame:
+        """The summary's per-item table: most probable class ``z`` and the class probabilities."""
+        probs = self.class_probabilities()
+        classes = probs.copy()
+        classes.insert(0, "z", self.point_estimate("z"))
+        return classes
+
+
+def load(path: str | Path, allow_pickle: bool = False) -> Fit:
+    """Load a fit saved with ``fit.save(path)``.
+
+    Parameters
+    ----------
+    path : str or Path
+    allow_pickle : bool
+        Also read a pickle written by pyrater 0.1.  **Warning**: reading a
+        pickle runs whatever code the file carries; use only on files you
+        trust, and re-save the fit at once (``fit.save("fit.nc")``).
+
+    Raises
+    ------
+    pyrater.FitFileError
+        (a ``ValueError``) naming the problem: not a pyrater fit file,
+        truncated or corrupted, written by a newer format version, or a 0.1
+        pickle without ``allow_pickle=True``.
+    """
+    from .fitfile import load_fit
+
+    return load_fit(path, allow_pickle=allow_pickle)

@@ -1,0 +1,394 @@
+"""The steps of EM for the Dawid-Skene family, shared by in-memory and distributed EM.
+
+E-step (the shared kernel, :func:`pyrater.models.kernels.log_joint`)
+    ``log p(y_i, z_i = k) = log pi_k + (C @ LT)[i, k]``, then ``T[i, k] =
+    P(z_i = k | y_i)`` by a log-sum-exp over ``k`` (:func:`e_step`).
+M-step
+    expected counts ``N = C.T @ (w T)`` and class totals ``n_k``
+    (:func:`expected_counts`), then the estimates of the model's family
+    from them (:func:`m_step_from_counts`; ML, or MAP with :class:`MapPrior`).
+
+:class:`Problem` is what EM iterates over: a RatingData compiled once into
+its count matrix, unit weights and known classes (possibly compressed to
+distinct rows, :mod:`pyrater.inference.em.compress`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from scipy.special import gammaln, xlog1py, xlogy
+
+from ...models import Model
+from ...models.kernels import _clamp_known, log_joint, log_theta_matrix
+
+try:  # the C routine behind ``csr_matrix @ dense``; lets the E-step reuse its output buffer
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - other scipy layouts fall back to the public product
+    _csr_matvecs = None
+
+__all__ = [
+    "Problem",
+    "MapPrior",
+    "map_prior",
+    "model_kind",
+    "e_step",
+    "expected_counts",
+    "m_step",
+    "m_step_from_counts",
+    "clamp_classes",
+    "class_order",
+    "normalise_rows_in_place",
+    "load_fused",
+    "FUSED_MAX_K",
+]
+
+#: the fused kernel pads the class axis to 8 SIMD lanes
+FUSED_MAX_K = 8
+
+
+def load_fused() -> Any:
+    """The numba kernels of :mod:`pyrater.inference.em.kernel`, or None when numba cannot be imported."""
+    try:
+        from . import kernel
+    except ImportError:
+        return None
+    return kernel
+
+
+# a shifted row sum s must satisfy |log s| <= _MAX_LOG_SUM for the shifted pass to be kept
+_MAX_LOG_SUM = 460.0  # = log(1e200)
+
+
+def normalise_rows_in_place(
+    lj: np.ndarray, shift: np.ndarray | None = None, pre_shifted: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Turn log joint probabilities (I, K) into class probabilities in place.
+
+    Parameters
+    ----------
+    lj : array (I, K)
+        Overwritten with ``exp(lj - logsumexp(lj))`` (row-wise).
+    shift : array (I,), optional
+        A guess of each row's log-sum-exp (EM passes the previous iteration's
+        per-unit log-likelihood, which moves little between iterations).
+        ``exp(lj - shift)`` then needs no row maximum, the slowest part of a
+        log-sum-exp over a short trailing axis in numpy.  Without ``shift``
+        the exact row maximum is used (taken column by column: K passes).
+    pre_shifted : bool
+        ``lj`` already holds ``lj - shift[:, None]`` (the E-step folds the
+        shift into the sparse product's starting values).
+
+    Returns
+    -------
+    log_sum : array (I,)
+        ``log sum_k exp(lj[i, k])`` of the unshifted values.
+    redo : int array
+        Rows whose shifted sum ``s`` has ``|log s| > 460`` (the guess was off
+        by more than 460 nats, or the sum under- or overflowed): their output
+        is not valid and the caller must recompute them exactly.  For the
+        rows kept the largest term exceeds ``1e-200 / K``, every term that
+        matters is a normal double, and the result equals the max-shifted
+        log-sum-exp up to rounding.  Always empty when ``shift`` is None.
+    """
+    K = lj.shape[1]
+    lt = lj.T  # (K, I) view: broadcasting an (I,) vector along it runs long inner loops
+    if shift is None:
+        c = lj[:, 0].copy()
+        for k in range(1, K):
+            np.maximum(c, lj[:, k], out=c)
+        np.subtract(lt, c, out=lt)
+    else:
+        c = shift
+        if not pre_shifted:
+            np.subtract(lt, c, out=lt)
+    with np.errstate(over="ignore"):
+        np.exp(lj, out=lj)
+    # einsum, not a BLAS product with ones: multi-threaded BLAS is slow for these shapes on a busy
+    # machine, and numpy's sum over a short trailing axis is slower still
+    s = np.einsum("ik->i", lj)
+    with np.errstate(divide="ignore"):
+        log_s = np.log(s)
+    if shift is None:
+        redo = np.empty(0, dtype=np.int64)
+    else:
+        redo = np.flatnonzero(~(np.abs(log_s) <= _MAX_LOG_SUM))
+        s[redo] = 1.0
+    np.divide(lt, s, out=lt)
+    log_s += c
+    return log_s, redo
+
+
+@dataclass
+class Problem:
+    """What the EM loop works on (possibly compressed units)."""
+
+    counts: sp.csr_matrix  # (I', J*K)
+    weight: np.ndarray  # (I',) float
+    unit_weights: bool  # all weights are 1
+    known: np.ndarray | None  # (I',) codes, -1 unknown
+    J: int
+    K: int
+    fast: bool = True  # reuse E-step buffers through scipy's csr_matvecs
+
+    def __post_init__(self) -> None:
+        c = self.counts
+        self.fast = bool(
+            self.fast and _csr_matvecs is not None and isinstance(c, sp.csr_matrix) and c.dtype == np.float64
+        )
+
+
+@dataclass
+class MapPrior:
+    """MAP hyperparameters (all >= 1) and the log prior density."""
+
+    kind: str
+    alpha: np.ndarray  # (K,)
+    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
+    beta1: np.ndarray | None = None  # (K,) class-conditional
+    beta2: np.ndarray | None = None
+
+    def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
+        """Log prior density of ``pi`` (K,) and ``theta`` (J, K, K), every normalising constant included."""
+        lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
+        if self.kind == "dawid_skene":
+            assert self.beta is not None  # set for this kind by map_prior
+            lp += _log_dirichlet(theta, self.beta)
+        elif self.kind == "homogeneous":
+            assert self.beta is not None
+            lp += _log_dirichlet(theta[0], self.beta)
+        else:
+            assert self.beta1 is not None and self.beta2 is not None  # set for the class-conditional kind
+            K = pi.size
+            p = theta[:, np.arange(K), np.arange(K)]
+            b1, b2 = self.beta1[None, :], self.beta2[None, :]
+            lp += float(np.sum(gammaln(b1 + b2) - gammaln(b1) - gammaln(b2) + xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p)))
+        return float(lp)
+
+
+def _log_dirichlet(x: np.ndarray, a: np.ndarray) -> float:
+    """Sum of Dirichlet log densities of the rows (last axis) of ``x``."""
+    return float(np.sum(gammaln(a.sum(-1)) - gammaln(a).sum(-1) + xlogy(a - 1, x).sum(-1)))
+
+
+def _check_at_least_one(name: str, value: np.ndarray, model: Model) -> None:
+    if np.any(value < 1):
+        hint = ""
+        if name == "beta" and value.shape[-1] >= 5:
+            hint = (
+                f" (rater's default off-diagonal beta is 3.2 / (K - 1) = {3.2 / (value.shape[-1] - 1):.3g} "
+                "for K = {K}; e.g. pass beta=np.maximum(pyrater.models.default_beta(K), 1))"
+            ).replace("{K}", str(value.shape[-1]))
+        raise ValueError(
+            f"MAP by EM needs every hyperparameter >= 1 (below 1 the posterior density is unbounded at "
+            f"the boundary and has no mode); {model.title} has {name} with minimum {float(np.min(value)):g}{hint}. "
+            "Use method='ml', or priors with all hyperparameters >= 1"
+        )
+
+
+def class_order(pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Order of the latent classes that makes class k go with rating k.
+
+    The Dawid-Skene and homogeneous likelihoods are unchanged by permuting
+    the latent classes (the true-class axis of theta with pi), so which
+    permutation EM returns depends on its start: a random restart can win
+    with the classes permuted.  The permutation kept maximises the expected
+    agreement ``sum_k pi_k sum_j theta[j, k, perm(k)]`` (Hungarian method);
+    it is the identity when the classes already line up with the ratings.
+    New class ``c`` is old class ``order[c]``.
+    """
+    agreement = pi[:, None] * theta.sum(axis=0)  # (K classes, K ratings)
+    _, rating_of_class = linear_sum_assignment(agreement, maximize=True)
+    return np.argsort(rating_of_class)
+
+
+def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
+    """The posterior-mode hyperparameters of ``model`` (each checked >= 1) and its resolved priors."""
+    kind = model_kind(model)
+    pri = model.priors(K, J)
+    _check_at_least_one("alpha", pri["alpha"], model)
+    if kind == "class_conditional":
+        _check_at_least_one("beta1", pri["beta1"], model)
+        _check_at_least_one("beta2", pri["beta2"], model)
+        return MapPrior(kind, pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"]), pri
+    _check_at_least_one("beta", pri["beta"], model)
+    return MapPrior(kind, pri["alpha"], beta=pri["beta"]), pri
+
+
+def model_kind(model: Model) -> str:
+    """The conjugate structure EM uses for ``model`` (:attr:`pyrater.models.ModelFamily.conjugate`)."""
+    if model.conjugate is None:
+        raise ValueError(
+            f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
+            f"its methods {model.methods} (e.g. pyrater.fit(..., method='mcmc')), or use model='dawid_skene', "
+            "'class_conditional' or 'homogeneous' with EM"
+        )
+    return model.conjugate
+
+
+def _normalise(num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normalise the last axis; zero rows become uniform.  Returns (probs, empty mask)."""
+    # einsum, not num.sum(axis=-1): numpy's sum over a short trailing axis is several times slower
+    tot = np.einsum("...k->...", num)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = num / tot[..., None]
+    fill = ~(tot > 0)
+    if fill.any():
+        out[fill] = 1.0 / num.shape[-1]
+    return out, tot <= 0
+
+
+def expected_counts(prob: Problem, T: np.ndarray, wT: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Class totals ``n_k = sum_i w_i T[i, k]`` (K,) and expected counts ``C.T @ (w T)`` (J*K, K)."""
+    if prob.unit_weights:
+        src = T
+    else:
+        assert wT is not None  # callers pass a buffer unless every weight is 1
+        np.multiply(T, prob.weight[:, None], out=wT)
+        src = wT
+    # class totals sum_i w_i T[i, k]; einsum (see normalise_rows_in_place), not T.sum(axis=0)
+    n_k = np.einsum("ik->k", src)
+    # N_flat[j*K + l, k] = sum_i C[i, j*K + l] w_i T[i, k]; C.T is CSC: a scatter into a small output
+    return n_k, np.asarray(prob.counts.T @ src)
+
+
+def m_step_from_counts(
+    n_k: np.ndarray, N_flat: np.ndarray, J: int, K: int, kind: str, prior: MapPrior | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pi (K,), theta (J, K, K) and the empty-row mask (J, K) from expected counts.
+
+    Parameters
+    ----------
+    n_k : array (K,)
+        Class totals ``sum_i w_i T[i, k]``.
+    N_flat : array (J*K, K)
+        ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
+        it is not modified).
+    J, K : int
+    kind : {"dawid_skene", "homogeneous", "class_conditional"}
+    prior : MapPrior or None
+        MAP hyperparameters; None for ML.
+    """
+    N = np.reshape(N_flat, (J, K, K)).transpose(0, 2, 1)  # (J, k, l)
+    if prior is not None:
+        n_k = n_k + (prior.alpha - 1.0)
+    pi, _ = _normalise(n_k)
+    if kind == "dawid_skene":
+        if prior is not None:
+            assert prior.beta is not None  # a prior of this kind (map_prior)
+            N = N + (prior.beta - 1.0)
+        theta, empty = _normalise(np.ascontiguousarray(N))
+    elif kind == "homogeneous":
+        N0 = N.sum(axis=0)
+        if prior is not None:
+            assert prior.beta is not None
+            N0 = N0 + (prior.beta - 1.0)
+        theta0, empty0 = _normalise(N0)
+        theta = np.broadcast_to(theta0, (J, K, K)).copy()
+        empty = np.broadcast_to(empty0, (J, K)).copy()
+    else:  # class-conditional
+        diag = N[:, np.arange(K), np.arange(K)]  # (J, K)
+        tot = N.sum(axis=2)
+        if prior is not None:
+            assert prior.beta1 is not None and prior.beta2 is not None
+            diag = diag + (prior.beta1 - 1.0)[None, :]
+            tot = tot + (prior.beta1 + prior.beta2 - 2.0)[None, :]
+        empty = tot <= 0
+        p = np.divide(diag, tot, out=np.full_like(diag, 1.0 / K), where=~empty)
+        theta = np.repeat(((1.0 - p) / (K - 1))[:, :, None], K, axis=2)
+        theta[:, np.arange(K), np.arange(K)] = p
+    return pi, theta, empty
+
+
+def m_step(
+    prob: Problem, T: np.ndarray, kind: str, prior: MapPrior | None, wT: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pi (K,), theta (J, K, K) and the empty-row mask (J, K) from class probabilities T."""
+    n_k, N_flat = expected_counts(prob, T, wT)
+    return m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
+
+
+def _log_joint_into(
+    counts: sp.csr_matrix,
+    log_pi: np.ndarray,
+    log_theta: np.ndarray,
+    out: np.ndarray,
+    shift: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`pyrater.kernel.log_joint` written into a reused buffer ``out`` (I, K).
+
+    Same maths and the same C routine as ``counts @ log_theta_matrix(log_theta) + log_pi``
+    (scipy's ``csr_matvecs``, which accumulates into its output): the buffer
+    starts as ``log_pi`` in every row (minus ``shift[i]`` when given), so
+    there is no zeroing pass, no separate shifting pass, and no fresh
+    allocation (with its page faults) per iteration.
+    """
+    I, JK = counts.shape
+    K = out.shape[1]
+    if shift is None:
+        out[...] = log_pi
+    else:
+        np.subtract(log_pi[:, None], shift[None, :], out=out.T)
+    _csr_matvecs(I, JK, K, counts.indptr, counts.indices, counts.data, log_theta_matrix(log_theta).ravel(), out.ravel())
+    return out
+
+
+def e_step(
+    prob: Problem,
+    pi: np.ndarray,
+    theta: np.ndarray,
+    out: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """E-step via the shared kernel: class probabilities, per-unit and total log-likelihood.
+
+    Parameters
+    ----------
+    out : array (I', K), optional
+        C-contiguous float buffer that receives the class probabilities (the
+        fast path); otherwise :func:`pyrater.kernel.log_joint` allocates it.
+    shift : array (I',), optional
+        The previous per-unit log-likelihoods, used as log-sum-exp shifts
+        (see :func:`normalise_rows_in_place`); rows where that guess is too
+        far off are recomputed exactly with the kernel.
+
+    Returns
+    -------
+    T : array (I', K)
+    ll_units : array (I',)
+        ``log p(y_i)`` (``log p(y_i, z_i)`` for known units).
+    ll : float
+        ``sum_i w_i ll_units[i]``.
+    """
+    with np.errstate(divide="ignore"):
+        log_pi, log_theta = np.log(pi), np.log(theta)
+    if out is not None and prob.fast:
+        lj = _log_joint_into(prob.counts, log_pi, log_theta, out, shift)
+        pre_shifted = shift is not None
+    else:
+        lj = log_joint(prob.counts, log_pi, log_theta)
+        pre_shifted = False
+    lj = _clamp_known(lj, prob.known)
+    ll_units, redo = normalise_rows_in_place(lj, shift, pre_shifted)
+    if redo.size:
+        sub = _clamp_known(
+            log_joint(prob.counts[redo], log_pi, log_theta), None if prob.known is None else prob.known[redo]
+        )
+        ll_units[redo], _ = normalise_rows_in_place(sub)
+        lj[redo] = sub
+    ll = float(ll_units.sum()) if prob.unit_weights else float(np.einsum("i,i->", prob.weight, ll_units))
+    return lj, ll_units, ll
+
+
+def clamp_classes(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
+    """Set the rows of units with a known class to one-hot (in place); returns ``T``."""
+    if known is not None:
+        rows = np.flatnonzero(known >= 0)
+        if rows.size:
+            T[rows] = 0.0
+            T[rows, known[rows]] = 1.0
+    return T

@@ -1,0 +1,558 @@
+"""One chain of the blocked Gibbs sampler, compiled with numba.
+
+The whole chain runs in one call (:func:`run_chain`), which releases the
+GIL, so chains run in parallel threads.  Random numbers come from the
+chain's own :class:`numpy.random.Generator` (numba draws from its bit
+generator directly), so a chain's draws depend on its seed only, never on
+thread scheduling.
+
+One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
+-----------------------------------------------------------------------------
+1. For every unit ``i``: ``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` with
+   ``LT[j*K + l, k] = log theta[j, k, l]`` (one pass over the unit's stored
+   counts, on eight SIMD lanes as in :mod:`pyrater.inference.em.kernel` when K <= 8).
+   ``w_i = 1``: draw ``z_i`` from ``softmax(lj)``; ``w_i > 1`` (a pattern of
+   grouped data): split the tally ``w_i`` over the classes by a multinomial
+   draw (conditional binomials).  A known unit keeps its class.
+   Then scatter the unit's counts into the class-by-rating counts
+   ``N[j*K + l, k] += C[i, j*K + l] * m_ik`` and class totals ``n_k += m_ik``
+   (``m_ik`` items of unit ``i`` in class ``k``).  ``log sum_k exp(lj[k])``
+   is the unit's marginal log-likelihood under the parameters of the
+   previous sweep: it is written as that sweep's ``log_lik`` when that sweep
+   was stored (``lj[known]`` for a known unit, as in the Stan programs).
+2. ``pi ~ Dirichlet(alpha + n)`` and, by model (``kind``),
+
+   * 0, Dawid-Skene: ``theta[j, k, :] ~ Dirichlet(beta[j, k, :] + N[j, k, :])``;
+   * 1, class-conditional: ``p[j, k] ~ Beta(beta1_k + N[j, k, k],
+     beta2_k + sum_{l != k} N[j, k, l])``, ``theta[j, k, k] = p[j, k]``,
+     ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)``;
+   * 2, homogeneous: ``theta[k, :] ~ Dirichlet(beta[k, :] + sum_j N[j, k, :])``.
+
+Dirichlet draws are normalised Gamma draws.
+
+With ``n_pi_moves > 0`` step 1 is split in three (:func:`run_chain`): the
+units' rater evidence (:func:`_g_pass`, the log-likelihoods of the previous
+draw as above), Metropolis moves on pi given theta with z summed out
+(:func:`_pi_moves`), then z given the moved pi from the kept evidence
+(:func:`_z_from_evidence`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = [
+    "run_chain",
+    "z_pass",
+    "parameter_step",
+    "log_theta_matrix",
+    "KP",
+    "DAWID_SKENE",
+    "CLASS_CONDITIONAL",
+    "HOMOGENEOUS",
+]
+
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
+#: lanes of the class axis in the z step (the kernel supports K <= KP)
+KP = 8
+#: acceptance rate the marginal pi moves adapt to during warm-up
+PI_ACCEPT = 0.3
+
+
+@numba.njit(cache=True, nogil=True)
+def _dirichlet_into(rng, shape, out):  # pragma: no cover - compiled
+    """``out ~ Dirichlet(shape)`` (1-d arrays of equal length) by normalised Gamma draws."""
+    tot = 0.0
+    for l in range(shape.size):
+        g = rng.gamma(shape[l], 1.0)
+        out[l] = g
+        tot += g
+    if tot > 0.0:
+        for l in range(shape.size):
+            out[l] /= tot
+    else:  # every Gamma draw underflowed (all shapes tiny): the mass sits on the largest shape
+        best = 0
+        for l in range(shape.size):
+            out[l] = 0.0
+            if shape[l] > shape[best]:
+                best = l
+        out[best] = 1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def log_theta_matrix(theta, J, K, LT):  # pragma: no cover - compiled
+    """``LT[j*K + l, k] = log theta[j, k, l]`` (theta (J, K, K), or (1, K, K) shared by all raters)."""
+    shared = theta.shape[0] == 1
+    for j in range(J):
+        jj = 0 if shared else j
+        for k in range(K):
+            for l in range(K):
+                x = theta[jj, k, l]
+                LT[j * K + l, k] = math.log(x) if x > 0.0 else -np.inf
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lanes(indptr, indices, data, LT, log_pi, i, lj):  # pragma: no cover - compiled
+    """``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` on eight lanes (K <= 8; LT, log_pi padded)."""
+    a0 = log_pi[0]
+    a1 = log_pi[1]
+    a2 = log_pi[2]
+    a3 = log_pi[3]
+    a4 = log_pi[4]
+    a5 = log_pi[5]
+    a6 = log_pi[6]
+    a7 = log_pi[7]
+    for c in range(indptr[i], indptr[i + 1]):
+        col = indices[c]
+        v = data[c]
+        a0 += v * LT[col, 0]
+        a1 += v * LT[col, 1]
+        a2 += v * LT[col, 2]
+        a3 += v * LT[col, 3]
+        a4 += v * LT[col, 4]
+        a5 += v * LT[col, 5]
+        a6 += v * LT[col, 6]
+        a7 += v * LT[col, 7]
+    lj[0] = a0
+    lj[1] = a1
+    lj[2] = a2
+    lj[3] = a3
+    lj[4] = a4
+    lj[5] = a5
+    lj[6] = a6
+    lj[7] = a7
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _log_joint(indptr, indices, data, LT, log_pi, i, K, lj):  # pragma: no cover - compiled
+    """``lj[k] = log_pi[k] + sum_c C[i, c] LT[c, k]``: eight lanes when K <= 8, else a plain loop."""
+    if K <= KP:
+        _lanes(indptr, indices, data, LT, log_pi, i, lj)
+        return
+    for k in range(K):
+        lj[k] = log_pi[k]
+    for c in range(indptr[i], indptr[i + 1]):
+        col = indices[c]
+        v = data[c]
+        for k in range(K):
+            lj[k] += v * LT[col, k]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scatter(indptr, indices, data, i, m_i, K, N, n_k):  # pragma: no cover - compiled
+    """Add unit ``i``'s counts to the class-by-rating counts, ``m_i[k]`` items in class ``k``."""
+    for k in range(K):
+        if m_i[k] > 0:
+            mk = float(m_i[k])
+            n_k[k] += mk
+            for c in range(indptr[i], indptr[i + 1]):
+                N[indices[c], k] += data[c] * mk
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _split(rng, e, s, w, K, m_i):  # pragma: no cover - compiled
+    """Put a unit's ``w`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed)."""
+    if w == 1:
+        u = rng.random() * s
+        z = K - 1
+        acc = 0.0
+        for k in range(K - 1):
+            acc += e[k]
+            if u < acc:
+                z = k
+                break
+        m_i[z] = 1
+        return
+    rem = w  # multinomial split of the pattern's tally by conditional binomials
+    rest = s
+    for k in range(K - 1):
+        if rem == 0:
+            break
+        p = e[k] / rest if rest > 0.0 else 0.0
+        if p >= 1.0:
+            m_i[k] = rem
+            rem = 0
+            break
+        if p > 0.0:
+            m_i[k] = rng.binomial(rem, p)
+            rem -= m_i[k]
+        rest -= e[k]
+    m_i[K - 1] += rem
+
+
+@numba.njit(cache=True, nogil=True)
+def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k):  # pragma: no cover
+    """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
+
+    ``sample`` False: only the log-likelihoods (``ll_row``) are computed.
+    ``ll_row`` empty: they are not written.
+    """
+    I = indptr.size - 1
+    has_known = known.size > 0
+    write_ll = ll_row.size > 0
+    lj = np.empty(max(K, KP))
+    e = np.empty(K)
+    m_i = np.zeros(K, np.int64)
+    total = 0.0
+    if sample:
+        N[:, :] = 0.0
+        n_k[:] = 0.0
+    for i in range(I):
+        _log_joint(indptr, indices, data, LT, log_pi, i, K, lj)
+        w = weight[i]
+        kk = known[i] if has_known else -1
+        s = 0.0
+        if kk >= 0:
+            ll = lj[kk]
+        else:
+            mx = lj[0]
+            for k in range(1, K):
+                if lj[k] > mx:
+                    mx = lj[k]
+            for k in range(K):
+                e[k] = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
+                s += e[k]
+            ll = mx + math.log(s)
+        if write_ll:
+            ll_row[i] = ll
+        total += w * ll
+        if not sample or w == 0:
+            continue
+        # the unit's items over the classes
+        for k in range(K):
+            m_i[k] = 0
+        if kk >= 0:
+            m_i[kk] = w
+        else:
+            _split(rng, e, s, w, K, m_i)
+        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _trigamma(a):  # pragma: no cover - compiled
+    """psi_1(a) for a > 0: recurrence up to a >= 10, then the asymptotic series (relative error < 1e-10)."""
+    r = 0.0
+    while a < 10.0:
+        r += 1.0 / (a * a)
+        a += 1.0
+    ia = 1.0 / a
+    ia2 = ia * ia
+    return r + ia + 0.5 * ia2 + ia * ia2 * (1.0 / 6.0 - ia2 * (1.0 / 30.0 - ia2 * (1.0 / 42.0 - ia2 / 30.0)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row):  # pragma: no cover
+    """Rater evidence of every unit, kept for the marginal pi move and the z step.
+
+    ``E[i, k] = exp(g_ik - max_k g_ik)`` with ``g_ik = sum_c C[i, c] LT[c, k]``
+    for the units whose class is unknown (the rows of known units are not
+    written: neither the pi move nor the z step reads them).  Returns
+    ``sum_i w_i log p(y_i | pi, theta)`` (``pi``, ``log_pi`` the current pi)
+    and writes the per-unit terms to ``ll_row`` unless it is empty.
+    """
+    I = indptr.size - 1
+    has_known = known.size > 0
+    write_ll = ll_row.size > 0
+    lj = np.empty(max(K, KP))
+    total = 0.0
+    for i in range(I):
+        _log_joint(indptr, indices, data, LT, zero_pad, i, K, lj)
+        kk = known[i] if has_known else -1
+        if kk >= 0:
+            ll = log_pi[kk] + lj[kk]
+        else:
+            mx = lj[0]
+            for k in range(1, K):
+                if lj[k] > mx:
+                    mx = lj[k]
+            s = 0.0
+            for k in range(K):
+                x = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
+                E[i, k] = x
+                s += x * pi[k]
+            ll = mx + math.log(s) if s > 0.0 else -np.inf
+        if write_ll:
+            ll_row[i] = ll
+        total += weight[i] * ll
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _pi_log_target(pi, E, weight, known, a):  # pragma: no cover - compiled
+    """``log p(pi | theta, y)`` up to a constant, in additive log-ratio coordinates (z summed out).
+
+    ``sum_k a_k log pi_k + sum_{i unknown} w_i log sum_k pi_k E[i, k]``, with
+    ``a = alpha + known-class counts`` (the log-ratio Jacobian cancels the
+    ``- 1`` of the Dirichlet prior).
+    """
+    K = pi.size
+    I = E.shape[0]
+    has_known = known.size > 0
+    t = 0.0
+    for k in range(K):
+        if a[k] != 0.0:
+            t += a[k] * math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+    for i in range(I):
+        if has_known and known[i] >= 0:
+            continue
+        w = weight[i]
+        if w == 0:
+            continue
+        s = 0.0
+        for k in range(K):
+            s += pi[k] * E[i, k]
+        t += w * math.log(s) if s > 0.0 else -np.inf
+    return t
+
+
+@numba.njit(cache=True, nogil=True)
+def _pi_moves(pi, E, weight, known, a, n_moves, scale, d, rng, prop, stats):  # pragma: no cover - compiled
+    """Random-walk Metropolis on ``log(pi_k / pi_K)`` targeting ``p(pi | theta, y)``; updates ``pi`` in place.
+
+    Proposal noise ``scale * (sqrt(d_k) u_k + sqrt(d_K) u_0)`` for ``k < K``
+    (``u`` standard normal): the covariance ``scale^2 (diag(d) + d_K 11')``
+    of the log-ratios of a Dirichlet with shape ``a`` (``d_k = psi_1(a_k)``).
+    ``stats[0] += accepted``, ``stats[1] += proposed``.
+    """
+    K = pi.size
+    cur = _pi_log_target(pi, E, weight, known, a)
+    sc = math.sqrt(d[K - 1])
+    for _ in range(n_moves):
+        u0 = rng.standard_normal()
+        mx = 0.0
+        for k in range(K - 1):
+            x = math.log(pi[k] / pi[K - 1]) + scale * (math.sqrt(d[k]) * rng.standard_normal() + sc * u0)
+            prop[k] = x
+            if x > mx:
+                mx = x
+        tot = math.exp(-mx)
+        for k in range(K - 1):
+            prop[k] = math.exp(prop[k] - mx)
+            tot += prop[k]
+        prop[K - 1] = math.exp(-mx)
+        ok = True
+        for k in range(K):
+            prop[k] /= tot
+            if not prop[k] > 0.0:
+                ok = False
+        stats[1] += 1.0
+        if not ok:
+            continue
+        new = _pi_log_target(prop, E, weight, known, a)
+        if math.log(rng.random()) < new - cur:
+            for k in range(K):
+                pi[k] = prop[k]
+            cur = new
+            stats[0] += 1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k):  # pragma: no cover - compiled
+    """Step 1 of a sweep from kept evidence: ``z_i ~ pi_k E[i, k]`` (tallies split), counts scattered."""
+    I = indptr.size - 1
+    has_known = known.size > 0
+    e = np.empty(K)
+    m_i = np.zeros(K, np.int64)
+    N[:, :] = 0.0
+    n_k[:] = 0.0
+    for i in range(I):
+        w = weight[i]
+        if w == 0:
+            continue
+        kk = known[i] if has_known else -1
+        for k in range(K):
+            m_i[k] = 0
+        if kk >= 0:
+            m_i[kk] = w
+        else:
+            s = 0.0
+            for k in range(K):
+                e[k] = pi[k] * E[i, k]
+                s += e[k]
+            _split(rng, e, s, w, K, m_i)
+        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
+
+
+@numba.njit(cache=True, nogil=True)
+def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row):  # pragma: no cover
+    """Step 2 of a sweep: pi, theta (and p) from their conditionals given the counts."""
+    for k in range(K):
+        shape[k] = alpha[k] + n_k[k]
+    _dirichlet_into(rng, shape, pi)
+    if kind == DAWID_SKENE:
+        for j in range(J):
+            for k in range(K):
+                for l in range(K):
+                    shape[l] = beta[j, k, l] + N[j * K + l, k]
+                _dirichlet_into(rng, shape, row)
+                for l in range(K):
+                    theta[j, k, l] = row[l]
+    elif kind == HOMOGENEOUS:
+        for k in range(K):
+            for l in range(K):
+                tot = 0.0
+                for j in range(J):
+                    tot += N[j * K + l, k]
+                shape[l] = beta[0, k, l] + tot
+            _dirichlet_into(rng, shape, row)
+            for l in range(K):
+                theta[0, k, l] = row[l]
+    else:  # class-conditional
+        for j in range(J):
+            for k in range(K):
+                right = N[j * K + k, k]
+                tot = 0.0
+                for l in range(K):
+                    tot += N[j * K + l, k]
+                a = rng.gamma(beta1[k] + right, 1.0)
+                b = rng.gamma(beta2[k] + (tot - right), 1.0)
+                pk = a / (a + b) if a + b > 0.0 else (1.0 if beta1[k] >= beta2[k] else 0.0)
+                p[j, k] = pk
+                off = (1.0 - pk) / (K - 1)
+                for l in range(K):
+                    theta[j, k, l] = pk if l == k else off
+
+
+@numba.njit(cache=True, nogil=True)
+def run_chain(
+    indptr,
+    indices,
+    data,
+    weight,
+    known,
+    kind,
+    K,
+    alpha,
+    beta,
+    beta1,
+    beta2,
+    N0,
+    n0,
+    n_warmup,
+    n_sweeps,
+    thin,
+    rng,
+    pi_out,
+    theta_out,
+    p_out,
+    ll_out,
+    ll_total_out,
+    n_pi_moves,
+    E,
+    mh_out,
+):  # pragma: no cover - compiled
+    """Run one chain: a parameter step from the starting counts, then the sweeps.
+
+    Parameters
+    ----------
+    indptr, indices : int arrays
+        CSR structure of the count matrix (I, J*K).
+    data : float64 array (nnz,)
+        The counts.
+    weight : int64 array (I,)
+        Items per unit (1, or the pattern tally).
+    known : int64 array (I,) or empty
+        Known class code per unit, -1 unknown.
+    kind : int
+        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL` or :data:`HOMOGENEOUS`.
+    K : int
+    alpha : float64 (K,)
+    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous), or unused
+    beta1, beta2 : float64 (K,) (class-conditional), or unused
+    N0 : float64 (J*K, K), n0 : float64 (K,)
+        Counts of a starting class assignment (overwritten: the working counts).
+    n_warmup, n_sweeps, thin : int
+        Warm-up sweeps, then ``n_sweeps`` sweeps of which every ``thin``-th is
+        kept (``n_sweeps // thin`` draws, the rows of the outputs).
+    rng : numpy Generator
+        The chain's random stream.
+    pi_out : float64 (n_keep, K)
+    theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
+    p_out : float64 (n_keep, J, K) (class-conditional) or empty
+    ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
+    ll_total_out : float64 (n_keep,)
+        ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
+    n_pi_moves : int
+        Metropolis moves on ``pi`` given ``theta`` with z summed out, per
+        sweep, before the z step (0: plain blocked Gibbs).  The proposal's
+        shape and scale adapt during warm-up only (towards acceptance
+        :data:`PI_ACCEPT`) and are then frozen.
+    E : float64 (I, K), or (0, K) when ``n_pi_moves == 0``
+        Work space: each unit's rater evidence.
+    mh_out : float64 (3,)
+        Accepted and proposed pi moves after warm-up, and the final scale.
+    """
+    JK = N0.shape[0]
+    J = JK // K
+    I = indptr.size - 1
+    Jt = theta_out.shape[1]
+    pi = np.empty(K)
+    theta = np.empty((Jt, K, K))
+    p = np.empty((J, K)) if kind == CLASS_CONDITIONAL else np.empty((0, K))
+    shape = np.empty(K)
+    row = np.empty(K)
+    log_pi = np.full(max(K, KP), -np.inf)  # lanes k >= K stay -inf
+    LT = np.zeros((JK, max(K, KP)))  # lanes k >= K stay 0
+    empty_ll = np.empty(0)
+    N = N0
+    n_k = n0
+    parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
+    n_total = n_warmup + n_sweeps
+    n_keep = pi_out.shape[0]
+    prev = -1  # index of the kept draw whose parameters the next z pass uses
+    write_ll = ll_out.shape[1] == I and I > 0 and ll_out.shape[0] > 0
+    # marginal pi moves: prior plus known-class counts, proposal shape d, c and scale
+    zero_pad = np.full(max(K, KP), -np.inf)
+    zero_pad[:K] = 0.0
+    a_pi = alpha.copy()
+    if known.size > 0:
+        for i in range(I):
+            if known[i] >= 0:
+                a_pi[known[i]] += weight[i]
+    d = np.empty(K)
+    scale = 2.4 / math.sqrt(max(K - 1, 1))
+    prop = np.empty(K)
+    st = np.zeros(2)
+    mh_out[:] = 0.0
+    for t in range(n_total):
+        for k in range(K):
+            log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+        log_theta_matrix(theta, J, K, LT)
+        ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
+        if n_pi_moves > 0:
+            total = _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row)
+            if t < max(n_warmup, 1):  # the shape follows the class totals during warm-up, then stays
+                for k in range(K):
+                    d[k] = _trigamma(alpha[k] + n_k[k])
+            st[:] = 0.0
+            _pi_moves(pi, E, weight, known, a_pi, n_pi_moves, scale, d, rng, prop, st)
+            if t < n_warmup:  # Robbins-Monro on log scale towards the target acceptance
+                scale *= math.exp((st[0] / st[1] - PI_ACCEPT) / math.sqrt(t + 1.0))
+            else:
+                mh_out[0] += st[0]
+                mh_out[1] += st[1]
+            _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k)
+        else:
+            total = z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k)
+        if prev >= 0:
+            ll_total_out[prev] = total
+        parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
+        prev = -1
+        if t >= n_warmup and (t - n_warmup + 1) % thin == 0 and (t - n_warmup) // thin < n_keep:
+            s = (t - n_warmup) // thin
+            pi_out[s, :] = pi
+            theta_out[s] = theta
+            if kind == CLASS_CONDITIONAL:
+                p_out[s] = p
+            prev = s
+    if prev >= 0:  # the last kept draw's log-likelihood: one pass without sampling
+        for k in range(K):
+            log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
+        log_theta_matrix(theta, J, K, LT)
+        ll_row = ll_out[prev] if write_ll else empty_ll
+        ll_total_out[prev] = z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k)
+    mh_out[2] = scale

@@ -1,0 +1,128 @@
+"""The conjugate priors of the Dawid-Skene family, as the native samplers use them.
+
+The priors are exactly those of the Stan programs (resolved by the model
+object, :meth:`pyrater.models.DawidSkene.priors` and friends):
+``pi ~ Dirichlet(alpha)``; Dawid-Skene ``theta[j, k] ~ Dirichlet(beta[j, k])``;
+homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
+``p[j, k] ~ Beta(beta1_k, beta2_k)``.  All are conjugate given the true
+classes, which is what the Gibbs sampler uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, xlog1py, xlogy
+
+from ...models import Model, get_model
+from . import kernel as _kern
+
+__all__ = ["ConjugatePrior", "conjugate_prior", "log_prior_density"]
+
+
+@dataclass(frozen=True)
+class ConjugatePrior:
+    """Resolved hyperparameters and the kernel's code of the model.
+
+    Attributes
+    ----------
+    kind : {"dawid_skene", "class_conditional", "homogeneous"}
+    alpha : array (K,)
+    beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous) or None
+    beta1, beta2 : arrays (K,) (class-conditional) or None
+    values : dict
+        The model's resolved priors (what a fit reports).
+    """
+
+    kind: str
+    alpha: np.ndarray
+    beta: np.ndarray | None
+    beta1: np.ndarray | None
+    beta2: np.ndarray | None
+    values: dict
+
+    @property
+    def code(self) -> int:
+        """The Gibbs kernel's code of this conjugate structure."""
+        return {
+            "dawid_skene": _kern.DAWID_SKENE,
+            "class_conditional": _kern.CLASS_CONDITIONAL,
+            "homogeneous": _kern.HOMOGENEOUS,
+        }[self.kind]
+
+    def kernel_arrays(self, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``alpha``, ``beta`` as (J, K, K) or (1, K, K), ``beta1``, ``beta2`` (float64, C-contiguous)."""
+        f = lambda x: np.ascontiguousarray(x, dtype=np.float64)  # noqa: E731
+        empty_beta = np.zeros((0, K, K))
+        if self.kind == "dawid_skene":
+            beta = f(self.beta)
+        elif self.kind == "homogeneous":
+            beta = f(self.beta)[None]
+        else:
+            beta = empty_beta
+        b1 = f(self.beta1) if self.beta1 is not None else np.zeros(K)
+        b2 = f(self.beta2) if self.beta2 is not None else np.zeros(K)
+        return f(self.alpha), beta, b1, b2
+
+
+def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -> ConjugatePrior:
+    """The conjugate prior of ``model`` for K categories and J raters.
+
+    Raises
+    ------
+    ValueError
+        For the hierarchical model (its logistic-normal prior on theta is not
+        conjugate): the message names ``method="mcmc"``.
+    """
+    model = get_model(model)
+    kind = model.conjugate
+    if kind is None:
+        raise ValueError(
+            f"method={method!r} needs conditionally conjugate priors; the {model.title} model's priors are not "
+            f"conjugate. Fit it with one of its methods {model.methods} (e.g. method='mcmc', NUTS in Stan), or use "
+            "model='dawid_skene', 'class_conditional' or 'homogeneous'"
+        )
+    pri = model.priors(K, J)
+    if kind == "class_conditional":
+        return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri)
+    return ConjugatePrior(kind, pri["alpha"], pri["beta"], None, None, pri)
+
+
+def _log_dirichlet_rows(x: np.ndarray, a: np.ndarray, draw_axes: int) -> np.ndarray:
+    """Sum over rows of Dirichlet log densities, one value per draw (leading ``draw_axes`` axes)."""
+    const = float(np.sum(gammaln(a.sum(-1)) - gammaln(a).sum(-1)))
+    kern = xlogy(np.broadcast_to(a - 1, x.shape), x)
+    return const + kern.reshape(*x.shape[:draw_axes], -1).sum(-1)
+
+
+def log_prior_density(
+    prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, p: np.ndarray | None = None
+) -> np.ndarray:
+    """Log prior density of draws, with every normalising constant (as the Stan programs).
+
+    Parameters
+    ----------
+    prior : ConjugatePrior
+    pi : array (..., K)
+    theta : array (..., J, K, K), or (..., K, K) for the homogeneous model
+    p : array (..., J, K), class-conditional accuracies
+
+    Returns
+    -------
+    array of the leading (draw) shape of ``pi``.
+    """
+    n = pi.ndim - 1
+    lp = _log_dirichlet_rows(pi, prior.alpha, n)
+    if prior.kind in ("dawid_skene", "homogeneous"):
+        assert prior.beta is not None  # set for these kinds by conjugate_prior
+        lp = lp + _log_dirichlet_rows(theta, prior.beta, n)
+    else:
+        b1, b2 = prior.beta1, prior.beta2
+        assert b1 is not None and b2 is not None  # set for the class-conditional kind by conjugate_prior
+        assert p is not None, "the class-conditional model's prior density needs the accuracies p"
+        J = p.shape[-2]
+        const = -J * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
+        kern = xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p)
+        lp = lp + const + kern.reshape(*p.shape[:n], -1).sum(-1)
+    return lp

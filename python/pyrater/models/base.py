@@ -1,0 +1,144 @@
+"""The model-family base class, prior helpers and rater's default priors.
+
+A model object carries its priors and nothing else; fitting is done by
+:func:`pyrater.fit` or :func:`pyrater.em`.  Priors left as ``None`` take
+rater's defaults, resolved once the number of categories K and raters J are
+known (:meth:`ModelFamily.priors`).  Each family declares what the methods
+need from it (the hooks below), so no method dispatches on the family's class.
+
+Default priors (Pullin, Gurrin & Vukcevic 2023)
+-----------------------------------------------
+``alpha_k = 3``; ``beta[k, k] = N p`` and ``beta[k, k'] = N (1 - p) / (K - 1)``
+with ``N = 8`` and ``p = 0.6``; for the class-conditional model
+``beta1_k = N p`` and ``beta2_k = N (1 - p)``.  These favour raters who are
+more often right than wrong, which also breaks label switching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["ModelFamily", "Model", "default_alpha", "default_beta", "numeric_array", "PRIOR_N", "PRIOR_P"]
+
+PRIOR_N = 8.0
+PRIOR_P = 0.6
+
+
+def default_alpha(K: int) -> np.ndarray:
+    """Rater's default Dirichlet prior on pi: ``alpha_k = 3``, shape (K,)."""
+    return np.full(K, 3.0)
+
+
+def default_beta(K: int, n: float = PRIOR_N, p: float = PRIOR_P) -> np.ndarray:
+    """Rater's default Dirichlet prior on each error-matrix row, shape (K, K)."""
+    beta = np.full((K, K), n * (1 - p) / (K - 1))
+    np.fill_diagonal(beta, n * p)
+    return beta
+
+
+def numeric_array(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
+    """``value`` as a finite float array (a copy) of one of ``shapes``; errors name ``name``."""
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric array of shape {shape_text}; got {value!r}") from None
+    if arr.shape not in shapes:
+        raise ValueError(f"{name} must have shape {shape_text}; got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; it contains NaN or infinity")
+    return arr
+
+
+def positive_array(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:
+    """:func:`numeric_array` with every entry > 0."""
+    arr = numeric_array(name, value, shapes, shape_text)
+    if np.any(arr <= 0):
+        raise ValueError(f"{name} must be > 0; got min {arr.min()!r}")
+    return arr
+
+
+def resolve_alpha(alpha: Any, K: int) -> np.ndarray:
+    """The Dirichlet prior on pi, (K,): rater's default when None, a scalar repeated K times."""
+    if alpha is None:
+        return default_alpha(K)
+    if np.ndim(alpha) == 0:
+        alpha = np.full(K, float(alpha))
+    return positive_array("alpha", alpha, [(K,)], f"(K,) = ({K},)")
+
+
+def diagonal_heavy_rows(rng: np.random.Generator, shape: tuple[int, ...], K: int) -> np.ndarray:
+    """Random error-matrix rows (..., K, K) with 0.6-0.85 on the diagonal (starting values)."""
+    diag = rng.uniform(0.6, 0.85, size=shape + (K,))
+    off = rng.dirichlet(np.full(K - 1, 20.0), size=shape + (K,))  # (..., K, K-1)
+    rows = np.empty(shape + (K, K))
+    eye = np.eye(K, dtype=bool)
+    rows[..., eye] = diag
+    rows[..., ~eye] = (off * (1.0 - diag)[..., None]).reshape(shape + (K * (K - 1),))
+    return rows / rows.sum(axis=-1, keepdims=True)
+
+
+def interior(rows: Any) -> np.ndarray:
+    """Probability rows (last axis) moved off the simplex boundary (Stan needs starts inside it)."""
+    rows = np.clip(np.asarray(rows, dtype=float), 1e-6, None)
+    return rows / rows.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """Base class of the model families: priors, and what each method needs from a family.
+
+    Class attributes
+    ----------------
+    name : str
+        The name for :func:`pyrater.fit` and :func:`pyrater.get_model`;
+        also the name of the family's Stan program (``stan/<name>.stan``).
+    title : str
+        Readable name.
+    methods : tuple of str
+        The values of ``pyrater.fit(method=...)`` that fit this family.
+    conjugate : str or None
+        The conjugate structure EM and the Gibbs sampler use
+        (``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``), or
+        None when the family has no closed-form conditional updates.
+    simulator : callable
+        ``simulator(n_items, n_raters, n_categories, ..., seed=...)``, a
+        :class:`~pyrater.Simulation` from the family (set by its module).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder")
+    conjugate: ClassVar[str | None] = None
+    simulator: ClassVar[Callable[..., Any]]
+
+    def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
+        """Resolved prior hyperparameters for K categories and J raters."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- Stan hooks
+    def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, np.ndarray]:
+        """The prior entries of the Stan program's data block (float arrays)."""
+        return {"alpha": np.asarray(priors["alpha"], dtype=float)}
+
+    def stan_init(self, rng: np.random.Generator, K: int, J: int) -> dict[str, np.ndarray]:
+        """Diagonal-heavy starting values of the Stan program's parameters besides ``pi``."""
+        raise NotImplementedError
+
+    def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray] | None:
+        """Stan parameters at a mode found by EM (``pi`` (K,), ``theta`` (J, K, K)), or None."""
+        return None
+
+    def __str__(self) -> str:
+        fields = ", ".join(
+            f"{k}={'default' if v is None else np.array2string(np.asarray(v), precision=3)}"
+            for k, v in self.__dict__.items()
+        )
+        return f"{self.title}({fields})"
+
+
+#: Annotation for any model object.
+Model = ModelFamily
