@@ -343,7 +343,8 @@ def _z_scores(dist, mem) -> np.ndarray:
         flats.append(np.concatenate([pi, theta.reshape(len(theta), -1)], axis=1))
     n = flats[0].shape[1]  # the tables list pi and theta first, then the model's own parameters (p)
     se = np.sqrt(
-        flats[0].var(axis=0) / d_tab["ess_bulk"].to_numpy()[:n] + flats[1].var(axis=0) / m_tab["ess_bulk"].to_numpy()[:n]
+        flats[0].var(axis=0) / d_tab["ess_bulk"].to_numpy()[:n]
+        + flats[1].var(axis=0) / m_tab["ess_bulk"].to_numpy()[:n]
     )
     return (flats[0].mean(axis=0) - flats[1].mean(axis=0)) / se
 

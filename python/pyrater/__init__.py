@@ -39,6 +39,7 @@ _PUBLIC: dict[str, str] = {
     "RatingData": "pyrater.data.ratings",
     "RatingDataError": "pyrater.data.ratings",
     "as_rating_data": "pyrater.data.ratings",
+    "UnratedItemsWarning": "pyrater.data.ratings",
     "DistributedRatingData": "pyrater.data.distributed",
     # models
     "DawidSkene": "pyrater.models",
@@ -57,10 +58,11 @@ _PUBLIC: dict[str, str] = {
     "FitSummary": "pyrater.fits.base",
     "load": "pyrater.fits.base",
     "FitFileError": "pyrater.fits.fitfile",
-    "EMFit": "pyrater.inference.em.algorithm",
+    "EMFit": "pyrater.fits.em",
     # inference
     "fit": "pyrater.fitting",
     "em": "pyrater.inference.em.algorithm",
+    "EMConvergenceWarning": "pyrater.inference.em.convergence",
     # checking
     "loo": "pyrater.checking.compare",
     "waic": "pyrater.checking.compare",
@@ -93,6 +95,7 @@ __all__ = [
     "DawidSkene",
     "DistributedRatingData",
     "ELPD",
+    "EMConvergenceWarning",
     "EMFit",
     "Fit",
     "FitFileError",
@@ -102,6 +105,7 @@ __all__ = [
     "PPCResult",
     "RatingData",
     "RatingDataError",
+    "UnratedItemsWarning",
     "Simulation",
     "__version__",
     "as_rating_data",
@@ -169,11 +173,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .checking.scoring import majority_vote, score
     from .contrib.mixture import binomial_mixture_em
     from .data.distributed import DistributedRatingData
-    from .data.ratings import RatingData, RatingDataError, as_rating_data
+    from .data.ratings import RatingData, RatingDataError, UnratedItemsWarning, as_rating_data
     from .fits.base import Fit, FitSummary, load
+    from .fits.em import EMFit
     from .fits.fitfile import FitFileError
     from .fitting import fit
-    from .inference.em.algorithm import EMFit, em
+    from .inference.em.algorithm import em
+    from .inference.em.convergence import EMConvergenceWarning
     from .models import (
         ClassConditionalDawidSkene,
         DawidSkene,

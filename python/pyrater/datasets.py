@@ -7,7 +7,7 @@ that R's rater package ships (real ratings; sources in
 (1989), grouped format.  They come with the package, so no download and no
 ``../shared`` folder is needed.
 
-:func:`example_ratings` is a small, seeded clinical-style data set with
+:func:`pyrater.datasets.example_ratings` is a small, seeded clinical-style data set with
 string labels, an incomplete design and some repeated ratings: the example
 used by the README's main command (``pyrater demo``) and the notebooks.
 It is simulated from the Dawid-Skene model, so the truth is known.
@@ -77,7 +77,7 @@ def caries() -> pd.DataFrame:
 
 
 def example_simulation(n_items: int = 150, seed: int = EXAMPLE_SEED) -> Simulation:
-    """The simulation behind :func:`example_ratings` (truth included).
+    """The simulation behind :func:`pyrater.datasets.example_ratings` (truth included).
 
     Six raters of varying quality; each item is rated by four of them and
     then rated once more by ``dr_adams`` (so ``dr_adams`` has repeated

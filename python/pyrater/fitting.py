@@ -87,7 +87,7 @@ def fit(
         Ratings; a DataFrame is read in ``data_format``.  A Dask DataFrame
         (long; column names in ``data_options``) or a
         :class:`pyrater.DistributedRatingData` is fitted on the Dask cluster
-        (``method="em"`` or ``"gibbs"``; see :mod:`pyrater.inference.distributed`).
+        (``method="em"`` or ``"gibbs"``; see :class:`pyrater.DistributedRatingData`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
         ``"homogeneous"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
@@ -95,7 +95,7 @@ def fit(
         (``pyrater.get_model(name).methods``).
     method : {"mcmc", "optimize", "em", "gibbs", "pathfinder"}
         ``"mcmc"``: NUTS in Stan; ``"gibbs"``: the blocked Gibbs sampler in
-        numba (:func:`pyrater.inference.gibbs.sampler`; Dawid-Skene,
+        numba (Dawid-Skene,
         class-conditional and homogeneous models, same priors as Stan, one
         pass over the counts per draw: for large data); ``"optimize"``:
         posterior mode in Stan (L-BFGS from ``n_inits`` starts, best kept);
@@ -103,7 +103,7 @@ def fit(
         :func:`pyrater.em` for maximum likelihood); ``"pathfinder"``: Stan's
         Pathfinder variational approximation (cmdstanpy engine only;
         ``chains`` paths, ``draws`` PSIS-resampled draws; see
-        :class:`pyrater.fits.pathfinder.PathfinderFit`).  Modes need every
+        a fit with ``pathfinder_diagnostics()``).  Modes need every
         Dirichlet/Beta hyperparameter >= 1 (rater's default off-diagonal
         ``beta`` is ``3.2 / (K - 1)``, below 1 for K >= 5: ``"optimize"``
         warns, ``"em"`` refuses).  The hierarchical model's mode is of
@@ -151,7 +151,7 @@ def fit(
         default True).
     thin : int
         ``"gibbs"``: keep every ``thin``-th of the ``draws`` sweeps (memory;
-        see :mod:`pyrater.inference.gibbs.sampler`).
+        see the memory rule of the Gibbs sampler in the user guide).
     pi_moves : int
         ``"gibbs"``: Metropolis moves on ``pi`` with the true classes summed
         out, per sweep (default 0, plain blocked Gibbs).  Try 3 when

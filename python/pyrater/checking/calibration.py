@@ -22,7 +22,7 @@ Three methods:
     Posterior-predictive temperature scaling: ``q`` is the average of the
     maps over the posterior of ``T`` given the gold items,
     ``q = sum_j w_j softmax(log p / T_j)`` on a grid of ``log T``
-    (:data:`LOG_T_GRID`, 121 points on ``[log 0.01, log 100]``), with a
+    (``LOG_T_GRID``, 121 points on ``[log 0.01, log 100]``), with a
     prior *uniform in the mean calibrated confidence*
     ``m(T) = mean_i max_k q[i, k]`` of all items of the fit
     (:func:`confidence_prior`; it uses the fit's probabilities, not the gold
@@ -109,7 +109,7 @@ of each class shuffled with ``numpy.random.default_rng(seed)`` and dealt
 round-robin, so every fold holds about the same share of each class).  For
 each fold the map is fitted on the other folds and applied to the fold; the
 pooled out-of-fold probabilities are scored with
-:func:`pyrater.evaluate.score_arrays` (accuracy, macro-F1, ECE with 15 bins,
+:func:`pyrater.checking.scoring.score_arrays` (accuracy, macro-F1, ECE with 15 bins,
 Brier score, log-loss) beside the uncalibrated probabilities of the same
 items.  The map returned for use is then fitted on all gold items.
 
@@ -506,12 +506,12 @@ class CalibrationResult:
         Used by ``"temperature"`` and ``"temperature+bias"`` only.
     temperature_weights : array (G,) or None
         ``"bayes-temperature"``: posterior probabilities of the grid
-        :data:`LOG_T_GRID` of ``log T`` fitted on all gold items (the map is
+        ``LOG_T_GRID`` of ``log T`` fitted on all gold items (the map is
         their mixture; ``temperature`` is then the posterior median of T).
         None for the other methods.
     ece_noise : float
         The noise floor of the cross-validated ECE
-        (:func:`pyrater.evaluate.ece_noise_floor` of the out-of-fold
+        (``ece_noise_floor`` of the out-of-fold
         calibrated probabilities, 200 label draws seeded by ``seed``): the
         ECE that perfectly calibrated probabilities would score on these
         gold items.  An ECE ``"after"`` near it is as good as this many
@@ -689,7 +689,7 @@ def calibrate(
     ----------
     fit_or_probs : fit or DataFrame
         Any fit with ``class_probabilities()`` (EM, optimisation, MCMC, ...,
-        also a :class:`~pyrater.evaluate.MajorityVote`), or a DataFrame of
+        also a the result of :func:`pyrater.majority_vote`), or a DataFrame of
         class probabilities (items x categories).  Neither is modified.
     gold : Series, dict or DataFrame
         True category per gold item: ``{item: label}``, or a DataFrame with

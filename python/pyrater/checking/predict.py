@@ -18,7 +18,7 @@ ratings with its distribution over replicated data sets.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -184,7 +184,7 @@ class PPCResult:
 
     statistic: str
     observed: float
-    simulated: np.ndarray
+    simulated: np.ndarray = field(repr=False)
     p_value: float
 
     def plot(self, ax=None):

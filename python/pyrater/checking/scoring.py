@@ -3,7 +3,7 @@
 Two layers, as elsewhere in pyrater: a pure numpy core that works on integer
 class codes ``0 .. K-1`` and ``(n, K)`` probability arrays, and a thin
 labelled layer (:func:`score`, :func:`majority_vote`) that takes the user's
-labels (a fit's :meth:`~pyrater.results.Fit.class_probabilities` DataFrame
+labels (a fit's :meth:`~pyrater.fits.base.Fit.class_probabilities` DataFrame
 and a Series of gold labels) and aligns them.
 
 Conventions

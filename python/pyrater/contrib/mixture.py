@@ -17,7 +17,7 @@ M-step
 with optional frequency weights ``f_i`` (e.g. tallies of distinct outcomes).
 Each iteration never decreases the log-likelihood
 ``sum_i f_i log p(x_i)``.  This is the one-rater, binary special case of the
-Dawid-Skene EM in :mod:`pyrater.native.em`, kept separate as a readable worked
+Dawid-Skene EM in :mod:`pyrater.inference.em.algorithm`, kept separate as a readable worked
 example.
 
 Worked example: three coins
@@ -29,7 +29,7 @@ posterior coin probabilities 0.146815, 0.540176, 0.313009 (0.1468149,
 0.5401758, 0.3130094 to seven decimals):
 
 >>> import numpy as np
->>> from pyrater.mixture import binomial_mixture_em, binomial_mixture_responsibilities
+>>> from pyrater.contrib.mixture import binomial_mixture_em, binomial_mixture_responsibilities
 >>> heads = [6, 5, 4, 2, 6, 6, 6, 5, 4, 2, 5, 5, 3, 4, 6, 4, 5, 6, 3, 3]
 >>> r = binomial_mixture_responsibilities([6], 10, [0.25, 0.5, 0.25], [0.4, 0.5, 0.65])
 >>> np.round(r[0], 7)
@@ -53,7 +53,7 @@ can only separate coins whose counts are overdispersed.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import gammaln, logsumexp, xlog1py, xlogy
@@ -90,9 +90,9 @@ class BinomialMixtureFit:
 
     weights: np.ndarray
     p: np.ndarray
-    responsibilities: np.ndarray
+    responsibilities: np.ndarray = field(repr=False)
     log_lik: float
-    log_lik_trace: np.ndarray
+    log_lik_trace: np.ndarray = field(repr=False)
     n_iter: int
     converged: bool
 

@@ -56,7 +56,7 @@ was expected.  The caller's DataFrame is never modified.  Without declared
 ``categories``, ratings that look like typos (numbers mixed with text, a
 non-integer among integers, a non-finite number) are errors; categories
 seen only a handful of times are listed in the repr.  Wide and grouped rows
-without any rating are dropped with an :class:`UnratedItemsWarning`; in a
+without any rating are dropped with an :class:`pyrater.UnratedItemsWarning`; in a
 wide table, a tally-like or text column taken as a rater by default is an
 error naming it.
 """
@@ -885,7 +885,7 @@ class RatingData:
         ----------
         df : DataFrame
             Missing values mean "not rated".  Rows with no rating at all
-            are dropped with an :class:`UnratedItemsWarning` that counts
+            are dropped with an :class:`pyrater.UnratedItemsWarning` that counts
             them (such an item says nothing about the raters, and its class
             would only repeat the prevalence).
         raters : sequence of column names, optional
@@ -928,7 +928,7 @@ class RatingData:
             when not given).
 
         Pattern rows without any rating are dropped with an
-        :class:`UnratedItemsWarning` counting the items they stand for.
+        :class:`pyrater.UnratedItemsWarning` counting the items they stand for.
         """
         return cls._from_table(df, raters=raters, label_col=None, tally=tally, categories=categories)
 

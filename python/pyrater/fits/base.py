@@ -118,13 +118,21 @@ class FitSummary:
 
 
 class Fit:
-    """Base class of all fit results.
+    """Base class of every fit: the accessors every method answers, with the data's own labels.
 
-    Subclasses set ``data``, ``model`` and ``method`` and implement
-    :meth:`_point` (point estimates of pi (K,) and theta (J, K, K)) and
-    :meth:`_class_probs` (array (I, K)); fits with draws also implement
-    :meth:`_draws`.
+    Attributes
+    ----------
+    data : RatingData
+        The data the model was fitted to.
+    model : model object
+        The model family, with its priors.
+    method : str
+        How it was fitted (``"mcmc"``, ``"gibbs"``, ``"pathfinder"``, ``"optimize"``,
+        ``"em_ml"``, ``"em_map"``).
     """
+
+    # A subclass implements _point() -> (pi (K,), theta (J, K, K)) and _class_probs() -> (I, K);
+    # fits with draws also _draws() -> (pi (S, K), theta (S, J, K, K)).
 
     data: RatingData
     model: Model
@@ -287,8 +295,10 @@ class Fit:
         groups, variables, dims and coordinates on both, so ``idata.posterior["pi"]``
         and ``az.loo(idata)`` / ``az.summary(idata)`` work on either line.
 
-        Groups
-        ------
+        Notes
+        -----
+        The groups:
+
         posterior
             ``pi[chain, draw, category]``, ``theta[chain, draw, rater, category, rating]``
             (``theta[chain, draw, category, rating]`` for the homogeneous model) and

@@ -144,7 +144,7 @@ class GibbsFit(DrawsFit):
 
     def _summary_info(self) -> dict[str, Any]:
         return {
-            "sampler": "blocked Gibbs (pyrater.native)",
+            "sampler": "blocked Gibbs (pyrater.inference)",
             "chains": self.n_chains,
             "draws per chain": self.n_draws,
             "warmup": self.settings.get("warmup"),

@@ -2,14 +2,14 @@
 
 Mean-field variational inference in numpy/scipy for multi-label latent truth
 measured by imperfect tests (e.g. which of K pathogens a case carries), with
-an Ising prior over a latent graph.  See :mod:`pyrater.lcm.model` for the
+an Ising prior over a latent graph.  See :mod:`pyrater.contrib.lcm.model` for the
 model and ``docs/lcm_derivation.md`` for the derivation of every update.
 
 Public names
 ------------
 :class:`LatentGraphLCM`, :class:`LCMPriors`, :class:`LCMParams`,
 :class:`LCMResult`, :func:`as_lcm_data`, :class:`LCMData`,
-:class:`LCMDataError`, :func:`simulate_lcm`, :func:`default_truth`,
+:class:`LCMDataError`, :func:`simulate_lcm`, :func:`pyrater.contrib.lcm.default_truth`,
 :func:`exact_posterior`, :func:`log_partition`, :func:`auc`,
 :func:`plot_graph`, :func:`plot_rates`.
 """

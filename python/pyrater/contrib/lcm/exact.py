@@ -117,7 +117,7 @@ def exact_posterior_array(Mc: np.ndarray, ss: np.ndarray, params: LCMParams, chu
 def exact_posterior(M: Any, case: Any, silver: Any = None, *, params: LCMParams, targets: Any = None) -> pd.DataFrame:
     """Exact ``P(L_ik = 1 | M_i, SS_i, params)`` for every case, cases x targets.
 
-    Inputs as for :meth:`pyrater.lcm.LatentGraphLCM.fit`; ``params`` is a
+    Inputs as for :meth:`pyrater.contrib.lcm.LatentGraphLCM.fit`; ``params`` is a
     point value (e.g. the truth, or ``result.point_estimate()``).
     """
     data = as_lcm_data(M, case, silver, targets=targets)

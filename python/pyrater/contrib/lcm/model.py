@@ -45,7 +45,7 @@ simulations); intervals are too narrow, as usual for mean field.
 
 Example
 -------
->>> from pyrater.lcm import LatentGraphLCM, simulate_lcm
+>>> from pyrater.contrib.lcm import LatentGraphLCM, simulate_lcm
 >>> sim = simulate_lcm(n_cases=200, n_controls=200, K=4, seed=1)
 >>> fit = LatentGraphLCM().fit(sim.M, sim.case, sim.silver)
 >>> fit.summary().shape
@@ -83,9 +83,9 @@ def _pos(name: str, value: float) -> float:
 class LCMPriors:
     """Prior hyperparameters (all scalars, shared by the K targets).
 
-    Defaults
-    --------
-    ``gamma ~ Beta(2, 1)`` (a test is more often positive when the target is
+    Notes
+    -----
+    Defaults: ``gamma ~ Beta(2, 1)`` (a test is more often positive when the target is
     present: breaks the L <-> 1 - L symmetry), ``delta ~ Beta(1, 2)``,
     ``eta ~ Beta(1, 1)``, ``theta ~ N(0, 2^2)``, ``rho ~ N(0, 2^2)``,
     ``pi_d ~ Beta(1, 1)``.
@@ -204,7 +204,7 @@ class LCMResult:
         True when the parameters were held at given values (only q(L) fitted).
     score : float
         ELBO-style objective at the end, with the pseudo-likelihood in place of
-        the Ising density (:func:`pyrater.lcm.kernels.pseudo_elbo`); for
+        the Ising density (:func:`pyrater.contrib.lcm.kernels.pseudo_elbo`); for
         information only, the updates are not exact ascent on it.
     """
 
@@ -308,13 +308,13 @@ class LCMResult:
 
     # --------------------------------------------------------------- plots
     def plot_graph(self, ax=None, **kwargs):
-        """Plot the estimated graph (see :func:`pyrater.lcm.plots.plot_graph`)."""
+        """Plot the estimated graph (see :func:`pyrater.contrib.lcm.plots.plot_graph`)."""
         from .plots import plot_graph
 
         return plot_graph(self, ax=ax, **kwargs)
 
     def plot_rates(self, ax=None, prob: float = DEFAULT_PROB, **kwargs):
-        """Plot TPR and FPR per target with intervals (see :func:`pyrater.lcm.plots.plot_rates`)."""
+        """Plot TPR and FPR per target with intervals (see :func:`pyrater.contrib.lcm.plots.plot_rates`)."""
         from .plots import plot_rates
 
         return plot_rates(self, ax=ax, prob=prob, **kwargs)
@@ -399,7 +399,7 @@ class LatentGraphLCM:
         Parameters
         ----------
         M, case, silver, targets
-            See :func:`pyrater.lcm.as_lcm_data` (M is (n, K) 0/1, case (n,),
+            See :func:`pyrater.contrib.lcm.as_lcm_data` (M is (n, K) 0/1, case (n,),
             silver (n, K) with NaN where not measured).
         fixed : LCMParams, optional
             Hold gamma, delta, eta, theta, rho and D at these values and fit

@@ -84,7 +84,7 @@ def simulate_lcm(
     K : int
         Number of targets (ignored when ``params`` is given).
     params : LCMParams, optional
-        Defaults to :func:`default_truth` (K).
+        Defaults to :func:`pyrater.contrib.lcm.default_truth` (K).
     silver_fraction : float
         Fraction of cases (chosen at random) with the silver standard
         measured on every target; NaN elsewhere and for all controls.

@@ -8,7 +8,7 @@ and annotator ``j`` says ``y_j = 1[y*_j > 0]``, with
 so each annotator's confusion rates are reproduced exactly and ``R_k``
 carries the dependence between annotators.  ``P(y | z = k)`` is a
 multivariate normal orthant probability over the annotators present
-(:mod:`pyrater.probit.orthant`), and by Bayes' rule with prevalence ``pi``
+(:mod:`pyrater.contrib.probit.orthant`), and by Bayes' rule with prevalence ``pi``
 
     log-odds P(z = 1 | y) = log pi - log(1 - pi) + log P(y | 1) - log P(y | 0).
 
@@ -396,7 +396,7 @@ class GroupCounts:
         return out
 
     def plot(self, groups: Sequence[Hashable] | None = None, **kwargs: Any):
-        """Per-group count distributions; see :func:`pyrater.probit.plots.plot_group_counts`."""
+        """Per-group count distributions; see :func:`pyrater.contrib.probit.plots.plot_group_counts`."""
         from .plots import plot_group_counts
 
         return plot_group_counts(self, groups=groups, **kwargs)
@@ -471,7 +471,7 @@ class ProbitDawidSkene:
     ----------
     correlation : {"tetrachoric", "signed_probit", "independent"}
         Estimator of the latent correlations ``R_k`` (see
-        :mod:`pyrater.probit.estimation`).  ``"tetrachoric"`` (default) is
+        :mod:`pyrater.contrib.probit.estimation`).  ``"tetrachoric"`` (default) is
         consistent; ``"signed_probit"`` is the original specification
         (empirical covariance of ``sign(y - 0.5) Phi^-1(rate)`` plus
         ``lambda I``, rescaled) and is biased; ``"independent"`` sets
@@ -489,7 +489,7 @@ class ProbitDawidSkene:
 
     Examples
     --------
-    >>> from pyrater.probit import ProbitDawidSkene, simulate_study, equicorrelation
+    >>> from pyrater.contrib.probit import ProbitDawidSkene, simulate_study, equicorrelation
     >>> import numpy as np
     >>> sim = simulate_study(rates=np.array([[0.1] * 4, [0.8] * 4]),
     ...                      R=np.stack([equicorrelation(4, 0.3), equicorrelation(4, 0.5)]), seed=1)

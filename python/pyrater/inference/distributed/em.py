@@ -426,7 +426,7 @@ def em(
         ``item``, ``rater``, ``rating``, ``categories``, ``npartitions``).
     model, method, known, tol, max_iter, param_tol
         As in :func:`pyrater.em`, with the same stopping rule
-        (:class:`pyrater.native.em._Convergence`); the change of the class
+        (:class:`pyrater.inference.em.algorithm._Convergence`); the change of the class
         probabilities (rule 3) is computed on the workers.
     init : {"majority", "auto"}
         The soft majority vote (``"auto"``, the in-memory default, means the

@@ -1,6 +1,6 @@
 """The blocked Gibbs sampler over item-partitioned ratings on a Dask cluster.
 
-The sweep of :mod:`pyrater.native.gibbs`, split where its data dependence
+The sweep of :mod:`pyrater.inference.gibbs.sampler`, split where its data dependence
 splits: given pi and theta every item's class draw needs only that item's
 ratings, and the conjugate draws of pi and theta need only the summed counts.
 One sweep, for all chains at once:
@@ -188,7 +188,7 @@ def partition_rb_probs(
 
 @dataclass(eq=False)
 class DistributedGibbsFit(DistributedClasses, GibbsFit):
-    """Result of the Gibbs sampler on distributed data: a :class:`~pyrater.native.results.GibbsFit`.
+    """Result of the Gibbs sampler on distributed data: a :class:`~pyrater.fits.gibbs.GibbsFit`.
 
     Draws of pi and theta (and p), ``summary``, ``point_estimate``,
     ``posterior_interval``, ``posterior_samples``, ``mcmc_diagnostics``
@@ -251,7 +251,7 @@ def gibbs(
         A Dask DataFrame is partitioned first (``data_options``: ``item``,
         ``rater``, ``rating``, ``categories``, ``npartitions``).
     model, chains, warmup, draws, thin, seed, known
-        As in :func:`pyrater.native.gibbs.gibbs`.  The seed and the
+        As in :func:`pyrater.inference.gibbs.sampler.gibbs`.  The seed and the
         partitioning fix the draws (see the module notes).
     rb_draws : int
         At most this many kept draws (evenly spaced over all chains) enter

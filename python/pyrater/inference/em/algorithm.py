@@ -4,7 +4,7 @@ The EM algorithm of Dawid & Skene (1979) alternates two sparse products with
 the per-unit count matrix ``C`` of shape ``(I, J*K)`` built once
 (:attr:`pyrater.RatingData.counts`):
 
-E-step (the shared kernel, :func:`pyrater.kernel.log_joint`)
+E-step (the shared kernel, :func:`pyrater.models.kernels.log_joint`)
     ``log p(y_i, z_i = k) = log pi_k + (C @ LT)[i, k]`` with
     ``LT[j*K + l, k] = log theta[j, k, l]``, then
     ``T[i, k] = P(z_i = k | y_i)`` by a log-sum-exp over ``k``.
@@ -374,7 +374,7 @@ def em(
         DataFrame (long, default column names) or a
         :class:`pyrater.DistributedRatingData` is fitted on the Dask
         cluster without collecting the ratings
-        (:func:`pyrater.native.distributed.em.em`).
+        (:class:`pyrater.DistributedRatingData`).
     model : str or model object
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
@@ -409,7 +409,7 @@ def em(
         log posterior of -110.64, the search at -108.30, the mode Stan's
         optimiser finds).  ``"auto"`` (default): ``"search"`` when the
         (compressed) count matrix holds fewer than 200,000 counts, else
-        ``"majority"``.  :attr:`EMFit.start` says which start won.  The
+        ``"majority"``.  ``EMFit.start`` says which start won.  The
         search's random starts come from ``seed`` (a fixed seed when
         ``seed`` is None, so that the default fit is reproducible).
     n_restarts : int
@@ -424,7 +424,7 @@ def em(
         log-posterior for MAP).
     max_iter : int
         Maximum number of iterations (E-steps) per run.  A run that stops
-        there warns with :class:`EMConvergenceWarning`.
+        there warns with :class:`pyrater.EMConvergenceWarning`.
     param_tol : float
         Parameter part of the stopping rule (both parts must hold): the
         largest absolute change of pi and theta in the last iteration, and
@@ -447,7 +447,7 @@ def em(
         either way.
     backend : {"auto", "numba", "scipy"}
         How an iteration is computed.  ``"numba"``: one fused pass over the
-        count matrix per iteration (:mod:`pyrater.inference.em.kernel`; needs numba and
+        count matrix per iteration (a compiled numba kernel; needs numba and
         at most 8 categories), about 2x faster than ``"scipy"``, the two
         sparse products of the module notes.  ``"auto"`` uses numba when it
         can be imported, K <= 8 and the (possibly compressed) count matrix
@@ -612,7 +612,9 @@ def em(
         if r == 0 and isinstance(init_checked, str) and init_checked == "search":
             # its own random stream (spawning leaves rng, hence the restarts' starts, unchanged); without
             # a seed a fixed one, so that the default fit is reproducible
-            starts = search_starts(prob, np.random.default_rng(0) if seed is None else rng.spawn(1)[0])
+            starts = search_starts(
+                prob, np.random.default_rng(0) if seed is None else rng.spawn(1)[0], data.rater_labels
+            )
             starts = [(name, clamp_classes(T0, prob.known)) for name, T0 in starts]
             runs.append(search(run_from, starts, int(max_iter), max(tol, 1e-10)))
         else:

@@ -1,13 +1,13 @@
 """One fused EM iteration for the Dawid-Skene family, compiled with numba.
 
-:mod:`pyrater.native.em` runs the E-step and the M-step as two sparse products
+:mod:`pyrater.inference.em.algorithm` runs the E-step and the M-step as two sparse products
 (scipy's ``csr_matvecs`` / ``csc_matvecs``) plus a handful of passes over an
 ``(I, K)`` buffer.  The kernel here does the same maths in a single pass over
 the CSR counts: for each unit ``i``
 
 1. ``lj[k] = log pi_k + sum_c data[c] * LT[indices[c], k]`` over the unit's
    stored entries ``c`` (``LT[j*K + l, k] = log theta[j, k, l]``, see
-   :func:`pyrater.kernel.log_theta_matrix`), with ``lj[k] = -inf`` for
+   :func:`pyrater.models.kernels.log_theta_matrix`), with ``lj[k] = -inf`` for
    ``k != known[i]`` when the unit's class is known;
 2. ``T[i, k] = exp(lj[k] - m) / s`` with ``m = max_k lj[k]`` and
    ``s = sum_k exp(lj[k] - m)``; ``ll_i = m + log s``;
@@ -16,7 +16,7 @@ the CSR counts: for each unit ``i``
    ``n_k += w_i T[i, k]`` and the objective ``sum_i w_i ll_i``.
 
 The M-step that turns ``N`` and ``n_k`` into ``pi`` and ``theta`` stays in
-:mod:`pyrater.native.em` (:func:`pyrater.native.em._m_step_from_counts`), shared with the
+:mod:`pyrater.inference.em.algorithm` (:func:`pyrater.inference.em.algorithm._m_step_from_counts`), shared with the
 scipy path.
 
 Layout and speed
@@ -380,7 +380,7 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
 def vote_shares(indptr, indices, data, out):  # pragma: no cover - compiled
     """Soft majority vote into ``out`` (I, K), K <= KP: the share of each rating among a unit's counts.
 
-    Same result as :func:`pyrater.native.em.soft_majority_vote` (sums of counts
+    Same result as :func:`pyrater.inference.em.algorithm.soft_majority_vote` (sums of counts
     are exact); a unit without counts gets ``1/K``.
     """
     I, K = out.shape

@@ -44,14 +44,15 @@ def check_init(init: Any, I: int, K: int) -> np.ndarray | str:
     return arr
 
 
-def search_starts(prob: Problem, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+def search_starts(prob: Problem, rng: np.random.Generator, rater_labels: Any = None) -> list[tuple[str, np.ndarray]]:
     """Diverse initial class probabilities (I', K) for ``init="search"``, each with a name.
 
     The soft and the hard majority vote; each of the raters with the most
     ratings on its own (the majority vote where it did not rate); votes
     with random Gamma(1) rater weights; sharp Dirichlet(0.3) draws.  Every
     start but the random ones is mixed with 1% uniform so that no class
-    starts empty.
+    starts empty.  ``rater_labels`` (length J) names the raters' starts by
+    the user's labels (default: their codes).
     """
     K, J = prob.K, prob.J
     counts = prob.counts
@@ -70,7 +71,8 @@ def search_starts(prob: Problem, rng: np.random.Generator) -> list[tuple[str, np
         T = soft.copy()
         rated = tot > 0
         T[rated] = own[rated] / tot[rated, None]
-        starts.append((f"rater {int(j)}'s ratings", mix(T)))
+        label = rater_labels[j] if rater_labels is not None else int(j)
+        starts.append((f"rater {label!r}'s ratings", mix(T)))
     sel = np.tile(np.eye(K), (J, 1))
     for v in range(_SEARCH_VOTES):
         w = rng.gamma(1.0, size=J)

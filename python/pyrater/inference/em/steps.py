@@ -319,7 +319,7 @@ def _log_joint_into(
     out: np.ndarray,
     shift: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`pyrater.kernel.log_joint` written into a reused buffer ``out`` (I, K).
+    """:func:`pyrater.models.kernels.log_joint` written into a reused buffer ``out`` (I, K).
 
     Same maths and the same C routine as ``counts @ log_theta_matrix(log_theta) + log_pi``
     (scipy's ``csr_matvecs``, which accumulates into its output): the buffer
@@ -350,7 +350,7 @@ def e_step(
     ----------
     out : array (I', K), optional
         C-contiguous float buffer that receives the class probabilities (the
-        fast path); otherwise :func:`pyrater.kernel.log_joint` allocates it.
+        fast path); otherwise :func:`pyrater.models.kernels.log_joint` allocates it.
     shift : array (I',), optional
         The previous per-unit log-likelihoods, used as log-sum-exp shifts
         (see :func:`normalise_rows_in_place`); rows where that guess is too

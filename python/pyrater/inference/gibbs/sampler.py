@@ -15,8 +15,8 @@ homogeneous models are conjugate, so the sampler alternates
 
 with exactly the priors of the Stan programs.  A sweep costs one pass over
 the stored (unit, rater, rating) counts and needs no gradients
-(:mod:`pyrater.native._gibbs_kernel`, compiled with numba).  The result is a
-:class:`~pyrater.native.results.GibbsFit`, an MCMC fit like Stan's.
+(:mod:`pyrater.inference.gibbs.kernel`, compiled with numba).  The result is a
+:class:`~pyrater.fits.gibbs.GibbsFit`, an MCMC fit like Stan's.
 
 Chains and seeds
 ----------------
@@ -25,7 +25,7 @@ chain, so the same seed gives the same draws whatever the number of threads.
 Chains run in parallel threads (the compiled chain releases the GIL), up to
 ``n_threads`` (default: the number of cores, at most the number of chains).
 Each chain starts from a class assignment drawn from the items' rating
-shares (the soft majority vote, :func:`pyrater.native.em.soft_majority_vote`):
+shares (the soft majority vote, :func:`pyrater.inference.em.algorithm.soft_majority_vote`):
 different for every chain, all around the majority-vote solution, and on the
 labelling in which class k goes with rating k.
 

@@ -1,7 +1,7 @@
 """Stan engines: the same ``.stan`` programs run by cmdstanpy or pystan.
 
->>> from pyrater.engines import get_engine
->>> from pyrater.stan_data import stan_data
+>>> from pyrater.inference.stan.engines import get_engine
+>>> from pyrater.inference.stan.data import stan_data
 >>> eng = get_engine()                                   # doctest: +SKIP
 >>> fit = eng.sample("dawid_skene", stan_data(data, DawidSkene()), seed=1)   # doctest: +SKIP
 >>> fit.draws["theta"].shape                             # doctest: +SKIP

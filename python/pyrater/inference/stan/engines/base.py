@@ -3,7 +3,7 @@
 An *engine* compiles pyrater's Stan programs (``stan/*.stan``) once, caches
 them, and runs NUTS (:meth:`Engine.sample`) or posterior-mode optimisation
 (:meth:`Engine.optimize`) on a data dictionary made by
-:func:`pyrater.stan_data.stan_data`.  Both engines return the same result
+:func:`pyrater.inference.stan.data.stan_data`.  Both engines return the same result
 classes with the same array layouts, so code above this layer does not care
 which one ran.
 """
@@ -351,12 +351,12 @@ def check_sample_args(chains: int, warmup: int, draws: int, seed: int | None) ->
 
 
 def check_data(data: Any) -> dict[str, Any]:
-    """The data must be a dict as :func:`pyrater.stan_data.stan_data` makes."""
+    """The data must be a dict as :func:`pyrater.inference.stan.data.stan_data` makes."""
     if not isinstance(data, dict):
-        raise TypeError(f"data must be a dict (see pyrater.stan_data.stan_data); got {type(data).__name__}")
+        raise TypeError(f"data must be a dict (see pyrater.inference.stan.data.stan_data); got {type(data).__name__}")
     for key in ("K", "J", "I"):
         if key not in data:
-            raise ValueError(f"data lacks {key!r}; build it with pyrater.stan_data.stan_data")
+            raise ValueError(f"data lacks {key!r}; build it with pyrater.inference.stan.data.stan_data")
     return data
 
 
@@ -365,7 +365,7 @@ def resolve_inits(
 ) -> list[dict[str, np.ndarray]] | None:
     """Initial values, one dict per chain or start.
 
-    ``None`` gives :func:`pyrater.stan_data.stan_inits` (diagonal-heavy,
+    ``None`` gives :func:`pyrater.inference.stan.data.stan_inits` (diagonal-heavy,
     seeded by ``seed``); ``"random"`` leaves Stan's own uniform(-2, 2)
     initialisation (returns None); one dict is repeated; a list must have
     ``n`` dicts.
@@ -421,9 +421,9 @@ def parse_elapsed(lines: Sequence[str]) -> tuple[float, float]:
 class Engine(abc.ABC):
     """A Stan back end: compile once, then sample or optimise.
 
-    Subclasses: :class:`~pyrater.engines.pystan_engine.PystanEngine`,
-    :class:`~pyrater.engines.cmdstanpy_engine.CmdStanPyEngine`.  Obtain
-    one with :func:`pyrater.engines.get_engine`.
+    Subclasses: :class:`~pyrater.inference.stan.engines.pystan_engine.PystanEngine`,
+    :class:`~pyrater.inference.stan.engines.cmdstanpy_engine.CmdStanPyEngine`.  Obtain
+    one with :func:`pyrater.inference.stan.engines.get_engine`.
     """
 
     #: Engine name as given to :func:`get_engine`.
@@ -452,14 +452,14 @@ class Engine(abc.ABC):
         ----------
         model_name : {"dawid_skene", "hierarchical", "class_conditional", "homogeneous"}
         data : dict
-            From :func:`pyrater.stan_data.stan_data`.
+            From :func:`pyrater.inference.stan.data.stan_data`.
         chains, warmup, draws : int
             Number of chains, warm-up iterations and kept draws per chain.
         seed : int, optional
             Seed in ``[0, 2**31)``; the same seed, data and inits give the
             same draws.
         inits : None, "random", dict or list of dicts
-            ``None``: :func:`pyrater.stan_data.stan_inits` (diagonal-heavy,
+            ``None``: :func:`pyrater.inference.stan.data.stan_inits` (diagonal-heavy,
             seeded by ``seed``); ``"random"``: Stan's uniform(-2, 2) on the
             unconstrained scale; a dict (all chains) or one dict per chain.
         progress : bool

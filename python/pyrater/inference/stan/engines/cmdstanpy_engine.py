@@ -56,7 +56,7 @@ from .cache import announce_compile, compile_lock, model_cache_dir
 
 __all__ = ["CmdStanPyEngine", "cmdstan_available", "SIG_FIGS"]
 
-logger = logging.getLogger("pyrater.engines")
+logger = logging.getLogger("pyrater.inference.stan.engines")
 logger.addHandler(logging.NullHandler())
 
 #: Significant figures of CmdStan's CSV output: its maximum, i.e. full double precision.
@@ -494,7 +494,7 @@ class CmdStanPyEngine(Engine):
         """Stan's multi-path Pathfinder, then Pareto-smoothed importance resampling.
 
         CmdStan runs ``num_paths`` single-path Pathfinders (each L-BFGS
-        from its own start, by default :func:`~pyrater.stan_data.stan_inits`'
+        from its own start, by default :func:`~pyrater.inference.stan.data.stan_inits`'
         diagonal-heavy values, then ``draws`` draws from its normal
         approximation) without resampling (``psis_resample=False``); the
         importance ratios ``lp__ - lp_approx__`` of all approximate draws are
@@ -594,7 +594,7 @@ class CmdStanPyEngine(Engine):
         """Log density at constrained parameter values (without Jacobian by default).
 
         CmdStan's ``log_prob`` method; see
-        :meth:`~pyrater.engines.pystan_engine.PystanEngine.log_prob`.
+        :meth:`~pyrater.inference.stan.engines.pystan_engine.PystanEngine.log_prob`.
         """
         model = self.compile(model_name)
         check_data(data)

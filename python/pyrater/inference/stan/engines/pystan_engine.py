@@ -5,7 +5,7 @@ Compilation
     ``~/.cache/httpstan/<version>/models/<hash of the program>``; a program
     is compiled once and recompiled only when its text changes.  stanc runs
     first so that a syntax or semantic error reaches the user as a
-    :class:`~pyrater.engines.base.StanCompileError` carrying stanc's message.
+    :class:`~pyrater.inference.stan.engines.base.StanCompileError` carrying stanc's message.
 Sampling
     ``stan::services::sample::hmc_nuts_diag_e_adapt`` through
     ``httpstan.services_stub.call`` (what pystan's ``Model.sample`` uses
@@ -58,7 +58,7 @@ from .cache import announce_compile, compile_lock
 
 __all__ = ["PystanEngine"]
 
-logger = logging.getLogger("pyrater.engines")
+logger = logging.getLogger("pyrater.inference.stan.engines")
 logger.addHandler(logging.NullHandler())
 
 _ITERATION_RE = re.compile(rb"Iteration:\s+(\d+)\s*/\s*(\d+)")
@@ -119,7 +119,7 @@ class PystanEngine(Engine):
 
     Examples
     --------
-    >>> from pyrater.engines import get_engine
+    >>> from pyrater.inference.stan.engines import get_engine
     >>> eng = get_engine("pystan")                       # doctest: +SKIP
     >>> fit = eng.sample("dawid_skene", d, chains=2)     # doctest: +SKIP
     """
@@ -272,7 +272,7 @@ class PystanEngine(Engine):
     ) -> SampleResult:
         """:meth:`sample` for any Stan program text (used by tests and benchmarks).
 
-        ``inits=None`` uses :func:`~pyrater.stan_data.stan_inits` only when
+        ``inits=None`` uses :func:`~pyrater.inference.stan.data.stan_inits` only when
         ``model_name`` is one of pyrater's models; otherwise Stan's default.
         """
         check_sample_args(chains, warmup, draws, seed)
@@ -431,7 +431,7 @@ class PystanEngine(Engine):
         inits: Any = None,
         n_inits: int = 4,
     ) -> OptimizeResult:
-        """Posterior mode by L-BFGS-B; see :meth:`pyrater.engines.base.Engine.optimize`."""
+        """Posterior mode by L-BFGS-B; see :meth:`pyrater.inference.stan.engines.base.Engine.optimize`."""
         from scipy.optimize import minimize
 
         init_list = optimize_inits(model_name, data, seed, inits, n_inits)
