@@ -164,6 +164,21 @@ def test_old_module_paths_import_with_a_deprecation_warning():
                 assert importlib.import_module(old) is importlib.import_module(new)
 
 
+def test_an_old_module_path_does_not_shadow_the_public_function_of_its_name():
+    # pyrater.compare is a function and was a module in 0.1: importing the old module path must
+    # leave the function in place for every later caller (the README's compare() after it)
+    code = (
+        "import warnings, pyrater\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "import pyrater.compare\n"
+        "from pyrater.compare import compare\n"
+        "assert callable(pyrater.compare) and pyrater.compare is compare, pyrater.compare\n"
+        "import pyrater.plots, pyrater.checking.compare as module\n"
+        "assert pyrater.plots.__name__ == 'pyrater.plots' and module.compare is compare\n"
+    )
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+
 def test_old_names_stay_reachable():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -25,6 +25,8 @@ command line.  Names are imported on first use, so ``import pyrater`` (and
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +161,25 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_PUBLIC, *_SUBMODULES})
+
+
+class _Package(types.ModuleType):
+    """The ``pyrater`` module, guarding its public names against old module paths.
+
+    ``pyrater.compare`` is a function and was also a module in 0.1: importing the old module
+    path ``pyrater.compare`` (answered by :mod:`pyrater._deprecated` with
+    ``pyrater.checking.compare``) makes the import system bind the module to the package
+    attribute, which would shadow the function for every later caller.  A module whose real
+    name is not ``pyrater.<name>`` is therefore not bound over a public name.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _PUBLIC and isinstance(value, types.ModuleType) and value.__name__ != f"pyrater.{name}":
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
