@@ -442,3 +442,75 @@ def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "o" / "calibrated_probabilities.csv").exists()
+
+
+# --------------------------------------------------------------- advice that can be followed (issue 28, item 6)
+def test_column_options_name_the_columns_of_long_data(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=80, n_raters=4, n_categories=3)
+    renamed = pd.read_csv(path).rename(columns={"item": "doc", "rater": "annotator", "rating": "label"})
+    renamed.to_csv(path, index=False)
+    res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert "--item, --rater, --rating" in res.stderr  # the hint names options that exist
+    res = run(
+        "fit", str(path), "--method", "em", "--item", "doc", "--rater", "annotator", "--rating", "label",
+        "--out", str(tmp_path / "o"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    probs = pd.read_csv(tmp_path / "o" / "class_probabilities.csv", index_col=0)
+    ref = pyrater.em(
+        pyrater.RatingData.from_long(renamed, item="doc", rater="annotator", rating="label"), method="map", seed=1
+    )
+    np.testing.assert_allclose(probs[["1", "2", "3"]].to_numpy(), ref.class_probabilities().to_numpy(), atol=1e-9)
+    res = run("fit", str(path), "--format", "wide", "--rater", "annotator", "--out", str(tmp_path / "x"))
+    assert res.returncode == 2 and "--rater names a column of long data (--format long)" in res.stderr
+
+
+def test_a_long_file_read_as_wide_is_told_to_read_it_as_long(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=60, n_raters=40, n_categories=3, raters_per_item=3)
+    res = run("fit", str(path), "--format", "wide", "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert "look like long data" in res.stderr and "--format long" in res.stderr
+    assert "--format grouped" not in res.stderr and "--tally rater" not in res.stderr  # the wrong first advice
+    res = run("fit", str(path), "--format", "long", "--method", "em", "--out", str(tmp_path / "o"), "--quiet")
+    assert res.returncode == 0, res.stderr  # following it works
+
+
+def test_a_request_over_the_memory_budget_names_flags_that_work(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
+    base = ["fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "400", "--warmup", "20", "--quiet"]
+    res = run(*base, "--max-memory-gib", "0.00005", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    err = res.stderr.strip().splitlines()[-1]
+    assert "max_memory_gib" in err and "--max-memory-gib" in err and "--thin" in err
+    thin = int(err.split("thin >= ")[1].split(",")[0])
+    res = run(*base, "--max-memory-gib", "0.00005", "--thin", str(thin), "--out", str(tmp_path / "a"))
+    assert res.returncode == 0, res.stderr  # the suggested thin fits the budget
+    res = run(*base, "--max-memory-gib", "0.001", "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr  # so does a larger budget
+    # Stan: refused before Stan runs, with the flags that ask for less
+    res = run("fit", str(path), "--method", "mcmc", "--draws", "1000000000", "--out", str(tmp_path / "c"))
+    assert res.returncode == 2
+    assert "--draws" in res.stderr and "--chains" in res.stderr and "--max-memory-gib" in res.stderr
+    # the flag is checked like every number
+    res = run(*base, "--max-memory-gib", "-1", "--out", str(tmp_path / "d"))
+    assert res.returncode == 2 and "--max-memory-gib: must be a positive number" in res.stderr
+
+
+def test_normalize_labels_flag_merges_spellings(tmp_path):
+    df = pd.DataFrame(
+        {
+            "item": [i // 3 for i in range(90)],
+            "rater": ["a", "b", "c"] * 30,
+            "rating": (["yes", "no", "yes"] * 30)[:-3] + ["yes ", "Yes", "no"],
+        }
+    )
+    path = tmp_path / "spell.csv"
+    df.to_csv(path, index=False)
+    res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "o"), "--quiet")
+    assert res.returncode == 0
+    assert "pyrater: warning:" in res.stderr and "--normalize-labels" in res.stderr
+    assert "4 categories" in res.stderr
+    res = run("fit", str(path), "--method", "em", "--normalize-labels", "--out", str(tmp_path / "n"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert "2 categories" in res.stderr and "warning" not in res.stderr

@@ -3,6 +3,16 @@
 Each check returns the value in canonical form (a Python ``int`` or
 ``float``) or raises ``ValueError`` naming the argument, what it got and what
 it needs, before any work starts.
+
+Memory
+------
+Every request that sizes an allocation (kept posterior draws, simulated
+ratings, posterior predictive replicates, the arrays of a fit file) is
+checked by :func:`check_memory` before the work starts, against
+``max_memory_gib``: the caller's value, or :data:`DEFAULT_MAX_MEMORY_GIB`
+(1 GiB) when it is None.  A request above the limit raises
+:class:`MemoryLimitError` (a ``ValueError``) saying what it would need, what
+the limit is and how to ask for less.
 """
 
 from __future__ import annotations
@@ -21,12 +31,18 @@ __all__ = [
     "check_probability",
     "check_choice",
     "GIB",
+    "DEFAULT_MAX_MEMORY_GIB",
+    "MemoryLimitError",
+    "memory_limit",
+    "check_memory",
 ]
 
 #: seeds are integers in [0, MAX_SEED): the range every engine accepts (Stan's seeds are 31-bit positive)
 MAX_SEED = 2**31
 #: bytes in a GiB
 GIB = 2.0**30
+#: the memory limit of one request when ``max_memory_gib`` is None: the Gibbs sampler's default budget
+DEFAULT_MAX_MEMORY_GIB = 1.0
 
 
 def _is_int(value: Any) -> bool:
@@ -135,3 +151,109 @@ def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
     if not ok:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+class MemoryLimitError(ValueError):
+    """A request that would need more memory than ``max_memory_gib`` allows (raised before any work).
+
+    Attributes
+    ----------
+    what : str
+        What the memory is for (``"the kept draws"``, ...).
+    needed_gib : float
+        What the request would need, in GiB.
+    limit_gib : float
+        The limit it was checked against, in GiB.
+    ask : tuple of str
+        The arguments that ask for less, as named in the message (e.g.
+        ``("thin", "draws", "data_format")``); the command line maps them to
+        its flags.
+    """
+
+    def __init__(self, message: str, what: str, needed_gib: float, limit_gib: float, ask: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.what = what
+        self.needed_gib = needed_gib
+        self.limit_gib = limit_gib
+        self.ask = ask
+
+    @property
+    def suggested_limit_gib(self) -> float:
+        """A ``max_memory_gib`` that the request fits in: its need rounded up to a tenth of a GiB."""
+        return math.ceil(round(self.needed_gib * 10, 6)) / 10
+
+
+def memory_limit(max_memory_gib: Any, name: str = "max_memory_gib") -> float:
+    """``max_memory_gib`` as a positive float; None gives :data:`DEFAULT_MAX_MEMORY_GIB`."""
+    if max_memory_gib is None:
+        return DEFAULT_MAX_MEMORY_GIB
+    if isinstance(max_memory_gib, (str, bytes)):
+        raise ValueError(f"{name} must be a positive number, got {max_memory_gib!r}")
+    return check_number(name, max_memory_gib, 0, strict_minimum=True, allow_inf=True)
+
+
+#: how each argument that asks for less reads in a message (arguments not listed read as themselves)
+_ASK_TEXT = {
+    "thin": "a larger thin= (keep every thin-th draw)",
+    "draws": "fewer draws",
+    "chains": "fewer chains",
+    "data_format": "the grouped format (data_format='grouped': one unit per distinct rating pattern)",
+    "log_lik": "log_lik=False (no per-unit log-likelihood: no LOO/WAIC)",
+    "n_items": "fewer n_items",
+    "n_raters": "fewer n_raters",
+    "raters_per_item": "fewer raters_per_item",
+    "repeats": "fewer repeats",
+    "design": "a smaller design",
+}
+
+
+def check_memory(
+    what: str,
+    n_bytes: float,
+    max_memory_gib: Any = None,
+    ask: tuple[str, ...] = ("thin", "draws", "data_format"),
+    detail: str = "",
+) -> None:
+    """Refuse a request whose ``n_bytes`` exceed ``max_memory_gib`` (None: :data:`DEFAULT_MAX_MEMORY_GIB`).
+
+    Parameters
+    ----------
+    what : str
+        What the memory is for, e.g. ``"the kept draws of pi and theta"``.
+    n_bytes : float
+        What the request would allocate (float: the product of huge requests may exceed int64).
+    max_memory_gib : float or None
+        The limit in GiB (``inf`` switches the check off).
+    ask : tuple of str
+        The arguments that ask for less, in the order to suggest them (see
+        :class:`MemoryLimitError`); ``max_memory_gib`` is always suggested last.
+    detail : str
+        How ``n_bytes`` was counted (e.g. ``"4 chains x 10^9 draws x 25 numbers x 8 bytes"``).
+
+    Raises
+    ------
+    MemoryLimitError
+        ``"<what> would need X GiB (<detail>); the limit is max_memory_gib=Y. Ask for less: ...,
+        or pass max_memory_gib >= X"``, before any work.
+    """
+    limit = memory_limit(max_memory_gib)
+    if not n_bytes > limit * GIB:  # NaN-safe: a NaN need is not refused here
+        return
+    needed = float(n_bytes) / GIB
+    err = MemoryLimitError("", what, needed, limit, tuple(ask))
+    options = [_ASK_TEXT.get(a, a) for a in ask]
+    text = (
+        f"{what} would need {_gib_text(needed)} GiB"
+        + (f" ({detail})" if detail else "")
+        + f"; the limit is max_memory_gib={limit:g}. Ask for less: "
+        + ", ".join(options)
+        + ("," if options else "")
+        + f" or pass max_memory_gib={err.suggested_limit_gib:g} if the machine has that much memory to spare"
+    )
+    err.args = (text,)
+    raise err
+
+
+def _gib_text(gib: float) -> str:
+    """GiB with two decimals, in scientific notation when huge."""
+    return f"{gib:.2f}" if gib < 1e6 else f"{gib:.2e}"

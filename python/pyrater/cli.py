@@ -19,9 +19,18 @@ model by MCMC and prints the PSIS-LOO comparison table.
 ``pyrater demo --out DIR`` does the same as ``fit`` on the built-in example
 (:func:`pyrater.datasets.example_ratings`), the README's main command.
 
+Column names of long data are ``item,rater,rating`` unless ``--item``,
+``--rater`` and ``--rating`` name others (``--item`` also names the item
+column of a wide table); ``--normalize-labels`` merges ratings that differ
+only in whitespace, case or Unicode normalisation.  ``--max-memory-gib``
+sets the memory budget that draws, replicates and the like are checked
+against before any work (default 1 GiB).
+
 Errors are one line on stderr: input errors (with the file's line number
 and the column) exit with status 2, anything else with status 1; ``--debug``
-shows the full traceback.
+shows the full traceback.  Advice in an error names the command line's
+flags (``--thin``, ``--draws``, ``--max-memory-gib`` ...) next to the
+Python argument names.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import argparse
 import functools
 import inspect
 import json
+import re
 import sys
 import time
 import traceback
@@ -41,8 +51,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from ._validation import MemoryLimitError
 from .data.ratings import DataFormat, RatingData, RatingDataError, as_rating_data
-from .fitting import METHODS, Method
+from .fitting import METHOD_ARGUMENTS, METHODS, Method
 from .models import MODEL_NAMES, get_model
 
 # the CLI's methods: pyrater.fit's, plus maximum likelihood by EM
@@ -102,12 +113,44 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
         options["categories"] = _parse_categories(args.categories, df, data_format)
     if data_format == "grouped":
         options["tally"] = args.tally
-    if data_format == "wide" and "item" in df.columns:
-        options["item"] = "item"
+    if data_format == "long":
+        for role in ("item", "rater", "rating"):
+            if getattr(args, role, None) is not None:
+                options[role] = getattr(args, role)
+    if data_format == "wide":
+        if args.item is not None:
+            options["item"] = args.item
+        elif "item" in df.columns:
+            options["item"] = "item"
+    if getattr(args, "normalize_labels", False):
+        options["normalize_labels"] = True
     try:
         return as_rating_data(df, data_format, **options)
     except RatingDataError as exc:
         raise RatingDataError(f"{path} (row numbers are lines of the file): {exc}") from None
+
+
+def _check_column_options(args: argparse.Namespace) -> None:
+    """--rater and --rating name columns of long data, --item those of long and wide data: say so before reading."""
+    given = [f"--{role}" for role in ("rater", "rating") if getattr(args, role, None) is not None]
+    if given and args.format != "long":
+        raise CLIError(
+            f"{' and '.join(given)} name{'s' if len(given) == 1 else ''} a column of long data (--format long); "
+            f"a {args.format} table has one column per rater"
+        )
+    if getattr(args, "item", None) is not None and args.format == "grouped":
+        raise CLIError("--item names the item column of long or wide data; a grouped table has no item column")
+
+
+def _memory_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
+    """``max_memory_gib`` for pyrater.fit when --max-memory-gib was given (and the method takes it)."""
+    value = getattr(args, "max_memory_gib", None)
+    if value is None:
+        return {}
+    users = METHOD_ARGUMENTS.get("max_memory_gib", ((), None))[0]
+    if method not in users:
+        raise CLIError(f"--max-memory-gib applies to --method {', '.join(users) or '(none)'}; got --method {method}")
+    return {"max_memory_gib": value}
 
 
 def _parse_categories(text: str, df: pd.DataFrame, data_format: str) -> list:
@@ -210,7 +253,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     summary.parameters.to_csv(written[0])
     _class_table(fit).to_csv(written[1])
     rater_table.to_csv(written[2])
-    written[3].write_text(str(summary) + "\n")
+    written[3].write_text(summary.to_string(full=True) + "\n")
     figures = {
         "raters.png": plots.plot_raters(fit),
         "class_probabilities.png": plots.plot_class_probabilities(fit),
@@ -324,9 +367,21 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
     if method in ("em", "em-ml"):
         if method == "em":
             _check_mode_priors(model, data)
-        kwargs = {"n_restarts": args.restarts} if args.restarts is not None else {}
+        kwargs: dict[str, Any] = {"n_restarts": args.restarts} if args.restarts is not None else {}
+        budget = getattr(args, "max_memory_gib", None)
+        if budget is not None:
+            if "max_memory_gib" in inspect.signature(em).parameters:
+                kwargs["max_memory_gib"] = budget
+            else:  # EM's budget check of pyrater.fit, before EM runs
+                from . import fitting
+
+                check = getattr(fitting, "_check_em_memory", None)
+                if check is not None:
+                    check(data, budget)
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
-    kwargs = {"seed": args.seed, "known": known}
+    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method)}
+    if method in ("mcmc", "gibbs", "pathfinder"):
+        kwargs["log_lik"] = False  # the command line's outputs need no per-item log-likelihood (no LOO)
     if method != "gibbs":  # the Stan methods
         kwargs["engine"] = args.engine
     if method == "optimize":
@@ -369,6 +424,8 @@ def _check_mode_priors(model, data: RatingData) -> None:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     _check_gibbs_options(args)
+    _check_column_options(args)
+    _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
     out = Path(args.out)
     _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
@@ -444,6 +501,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     tqdm = import_tqdm()
 
+    _check_column_options(args)
+    memory = _memory_options(args, "mcmc")
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     fits = {}
@@ -458,6 +517,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             warmup=args.draws if args.warmup is None else args.warmup,
             seed=args.seed,
             progress=False,
+            **memory,
         )
     table = compare(fits)
     with pd.option_context("display.width", 120):
@@ -470,6 +530,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import EXAMPLE_CATEGORIES, example_ratings
 
     _check_gibbs_options(args)
+    _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
     out = Path(args.out)
     _check_out(out)
     df = example_ratings()
@@ -506,7 +567,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (np.isfinite(value) and value > 0):
+    if not value > 0 or np.isnan(value):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
 
@@ -539,7 +600,29 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         "pattern with a tally column (default long)",
     )
     p.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
+    p.add_argument(
+        "--item", default=None, help="item column of long data (default item), or of a wide table (default: none)"
+    )
+    p.add_argument("--rater", default=None, help="rater column of long data (default rater)")
+    p.add_argument("--rating", default=None, help="rating column of long data (default rating)")
     p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
+    p.add_argument(
+        "--normalize-labels",
+        action="store_true",
+        help="merge ratings that differ only in surrounding whitespace, letter case or Unicode normalisation "
+        "('yes', 'yes ', 'Yes'): each becomes its most frequent spelling (default: keep them apart, with a warning)",
+    )
+
+
+def _add_memory_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-memory-gib",
+        type=_positive_float,
+        default=None,
+        metavar="GIB",
+        help="memory budget in GiB for the kept draws and the fit's other large arrays, checked before any work "
+        "(default 1; 'inf' switches the check off)",
+    )
 
 
 def _add_sampler_options(p: argparse.ArgumentParser) -> None:
@@ -579,6 +662,7 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         "or optimize starts beyond the first (default 3)",
     )
     _add_sampler_options(p)
+    _add_memory_option(p)
     p.add_argument(
         "--thin",
         type=_int_at_least(1),
@@ -667,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="two or more models (default dawid_skene class_conditional)",
     )
     _add_sampler_options(c)
+    _add_memory_option(c)
     c.set_defaults(func=_cmd_compare)
     d = sub.add_parser(
         "demo",
@@ -679,9 +764,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Python argument names in pyrater's messages -> (the namespace's attribute, the command line's flag)
+_FLAGS: dict[str, tuple[str, str]] = {
+    "max_memory_gib": ("max_memory_gib", "--max-memory-gib"),
+    "thin": ("thin", "--thin"),
+    "draws": ("draws", "--draws"),
+    "chains": ("chains", "--chains"),
+    "warmup": ("warmup", "--warmup"),
+    "pi_moves": ("pi_moves", "--pi-moves"),
+    "data_format": ("format", "--format"),
+    "normalize_labels": ("normalize_labels", "--normalize-labels"),
+}
+#: the running command's arguments (what the messages' flags are looked up in)
+_ARGS: argparse.Namespace | None = None
+
+
+def _command_line_terms(text: str, args: argparse.Namespace | None = None) -> str:
+    """``text`` with the command line's flags for the Python arguments it names (those this command has).
+
+    A message that already names its command-line form (``command line: ...``) is left as it is.
+    """
+    args = args if args is not None else _ARGS
+    if args is None or "command line" in text:
+        return text
+    flags = [flag for name, (dest, flag) in _FLAGS.items() if re.search(rf"\b{name}\b", text) and hasattr(args, dest)]
+    return text + (f" (command line: {', '.join(flags)})" if flags else "")
+
+
+def _memory_advice(exc: MemoryLimitError, args: argparse.Namespace) -> str:
+    """A memory refusal in the command line's terms: the flags that ask for less, and a --max-memory-gib that fits."""
+    names = {"thin": "thin", "draws": "draws", "chains": "chains"}
+    flags = [_FLAGS[name][1] for name in exc.ask if name in names and hasattr(args, _FLAGS[name][0])]
+    if "data_format" in exc.ask and hasattr(args, "format"):
+        flags.append("--format grouped")
+    if hasattr(args, "max_memory_gib"):
+        flags.append(f"--max-memory-gib {exc.suggested_limit_gib:g}")
+    return f"{exc} (command line: {', '.join(flags)})" if flags else str(exc)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings as one line, ``pyrater: warning: <message>`` (no Python source line)."""
-    print(f"pyrater: warning: {message}", file=sys.stderr if file is None else file)
+    """Warnings as one line, ``pyrater: warning: <message>`` (no Python source line), in command-line terms."""
+    print(f"pyrater: warning: {_command_line_terms(str(message))}", file=sys.stderr if file is None else file)
 
 
 def _one_line_warnings(func):
@@ -699,8 +822,10 @@ def _one_line_warnings(func):
 @_one_line_warnings
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    global _ARGS
     parser = build_parser()
     args = parser.parse_args(argv)
+    _ARGS = args
     if args.debug:
         return args.func(args)
     try:
@@ -708,8 +833,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             # warnings as one line each, without the Python source line
             warnings.showwarning = _show_warning
             return args.func(args)
+    except MemoryLimitError as exc:  # a request over the budget: the flags that ask for less
+        print(f"pyrater: error: {_memory_advice(exc, args)}", file=sys.stderr)
+        return 2
     except (RatingDataError, CLIError, ValueError) as exc:  # bad input or arguments (pyrater's ValueErrors name them)
-        print(f"pyrater: error: {exc}", file=sys.stderr)
+        print(f"pyrater: error: {_command_line_terms(str(exc), args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("pyrater: interrupted", file=sys.stderr)

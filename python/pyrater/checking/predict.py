@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_int
+from .._validation import check_int, check_memory
 from ..data.ratings import _encode
 from ..fits.base import Fit
 from ..models.kernels import log_joint
@@ -95,11 +95,33 @@ def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np
     return item_unit, item_of_row.astype(np.int64), raters, items
 
 
+#: bytes a replicated rating takes in :func:`posterior_predict`'s result and its making (codes, labels, frame copies)
+BYTES_PER_REPLICATED_RATING = 64
+
+
+def _check_replicates_memory(fit: Fit, design: pd.DataFrame | None, draws: int, max_memory_gib: float | None) -> None:
+    """``draws`` replicated data sets of the design, against ``max_memory_gib``, before any drawing."""
+    data = fit.data
+    rows = (data.n_ratings_total if data.is_grouped else data.n_ratings) if design is None else len(design)
+    per_draw = BYTES_PER_REPLICATED_RATING * rows
+    if fit.has_draws:  # the picked draws of pi and theta are copied
+        per_draw += 8 * (data.n_categories + data.n_raters * data.n_categories**2)
+    check_memory(
+        f"{draws:,} replicated data sets of {rows:,} ratings",
+        float(draws) * per_draw,
+        max_memory_gib,
+        ask=("draws", "design"),
+        detail=f"{draws:,} draws x {per_draw:,} bytes",
+    )
+
+
 def posterior_predict(
     fit: Fit,
     design: pd.DataFrame | None = None,
     draws: int = 100,
     seed: int | None = None,
+    *,
+    max_memory_gib: float | None = None,
 ) -> pd.DataFrame:
     """Simulate ratings from the posterior predictive distribution.
 
@@ -118,6 +140,11 @@ def posterior_predict(
         Number of replicated data sets (posterior draws, spread evenly over
         the chains; for point fits, replicates at the estimate).
     seed : int, optional
+    max_memory_gib : float, optional
+        The memory the replicates may take (default: the documented 1 GiB):
+        about :data:`BYTES_PER_REPLICATED_RATING` bytes per replicated rating,
+        ``draws * len(design)`` of them.  A larger request is refused before
+        any drawing, naming fewer draws or a smaller design.
 
     Returns
     -------
@@ -126,6 +153,7 @@ def posterior_predict(
         ``draws * len(design)`` rows.
     """
     draws = check_int("draws", draws, 1)
+    _check_replicates_memory(fit, design, draws, max_memory_gib)
     rng = np.random.default_rng(seed)
     data = fit.data
     item_unit, item_of_row, raters, labels = _design_codes(fit, design)
@@ -200,6 +228,8 @@ def posterior_predictive_check(
     draws: int = 200,
     seed: int | None = None,
     name: str | None = None,
+    *,
+    max_memory_gib: float | None = None,
 ) -> PPCResult:
     """Posterior predictive check of a statistic of the long ratings table.
 
@@ -215,14 +245,18 @@ def posterior_predictive_check(
     seed : int, optional
     name : str, optional
         Label for plots (default: the function's name).
+    max_memory_gib : float, optional
+        As in :func:`posterior_predict` (checked before any drawing).
 
     Returns
     -------
     PPCResult
     """
+    draws = check_int("draws", draws, 1)
+    _check_replicates_memory(fit, None, draws, max_memory_gib)
     observed_df = fit.data.to_long()
     observed = float(statistic(observed_df))
-    reps = posterior_predict(fit, draws=draws, seed=seed)
+    reps = posterior_predict(fit, draws=draws, seed=seed, max_memory_gib=max_memory_gib)
     sims = np.array(
         [float(statistic(g.drop(columns="draw").reset_index(drop=True))) for _, g in reps.groupby("draw", sort=True)]
     )

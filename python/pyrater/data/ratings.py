@@ -33,6 +33,17 @@ Labels
   are the ones kept.
 * A column mixing labels that differ only in type (``1`` and ``"1"``) is
   refused rather than guessed at.
+* Ratings (without a declared scale) that differ only in surrounding
+  whitespace, letter case or Unicode normalisation (``"yes"``, ``"yes "``,
+  ``"Yes"``; the composed and decomposed spellings of ``"café"``) are kept
+  as different categories, with a :class:`LabelSpellingWarning` naming them
+  and how often each was given.  ``normalize_labels=True`` merges them
+  instead: every spelling becomes the most frequent one of its group (the
+  declared one, for declared categories); it also merges item and rater
+  labels that differ only in whitespace or Unicode normalisation (not case:
+  identifiers are often case-sensitive; item labels with spaces are
+  legitimate, so they are not warned about).  Rater *columns* of wide and
+  grouped tables are never merged (that would put two columns into one rater).
 * Categorical columns: a categorical rating column brings its own scale
   (order and unused levels included) unless ``categories`` is given;
   categorical item and rater columns keep their category order, unused
@@ -64,6 +75,7 @@ error naming it.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +88,7 @@ import scipy.sparse as sp
 
 from .._stacklevel import user_stacklevel
 
-__all__ = ["RatingData", "RatingDataError", "UnratedItemsWarning", "as_rating_data"]
+__all__ = ["RatingData", "RatingDataError", "UnratedItemsWarning", "LabelSpellingWarning", "as_rating_data"]
 
 DataFormat = Literal["long", "wide", "grouped"]
 _FORMATS = ("long", "wide", "grouped")
@@ -93,6 +105,102 @@ RARE_SHARE = 0.05
 
 class UnratedItemsWarning(UserWarning):
     """Rows of a wide or grouped table without any rating were dropped."""
+
+
+class LabelSpellingWarning(UserWarning):
+    """Labels that differ only in whitespace, case or Unicode normalisation were kept as different labels."""
+
+
+def _spelling_key(value: str, case: bool) -> str:
+    """What two spellings of one label share: NFC form, no surrounding whitespace (and case-folded)."""
+    key = unicodedata.normalize("NFC", value).strip()
+    return key.casefold() if case else key
+
+
+def _spelling_groups(values: Iterable[Any], case: bool) -> list[list[str]]:
+    """Groups of distinct text labels that differ only in spelling (see :func:`_spelling_key`)."""
+    groups: dict[str, list[str]] = {}
+    for v in values:
+        if isinstance(v, str):
+            groups.setdefault(_spelling_key(v, case), []).append(v)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _warn_spellings(
+    labels: pd.Index, counts: np.ndarray | None, what: str, case: bool, can_merge: bool = True, unit: str = "rating"
+) -> None:
+    """Warn (LabelSpellingWarning) about labels that differ only in spelling, with how often each is used."""
+    groups = _spelling_groups(labels, case)
+    if not groups:
+        return
+    position = {v: i for i, v in enumerate(labels) if isinstance(v, str)}
+
+    def shown(v: str, group: list[str]) -> str:
+        # spellings that print alike (composed and decomposed accents) are shown with their code points
+        alike = len({unicodedata.normalize("NFC", x) for x in group}) < len(group)
+        label = ascii(v) if alike and not v.isascii() else _r(v)
+        if counts is None:
+            return label
+        n = int(counts[position[v]])
+        return f"{label} ({n:,} {unit}{'s' if n != 1 else ''})"
+
+    text = "; ".join(" and ".join(shown(v, g) for v in g) for g in groups[:5])
+    if len(groups) > 5:
+        text += f"; ... ({len(groups) - 5} more groups)"
+    differences = (
+        "surrounding whitespace, letter case or Unicode normalisation"
+        if case
+        else ("surrounding whitespace or Unicode normalisation")
+    )
+    advice = (
+        "pass normalize_labels=True to merge them (command line: --normalize-labels), or clean the column "
+        "(e.g. .str.strip())"
+        if can_merge
+        else "rename or combine those columns if they are one rater"
+    )
+    verb = "hold" if what.startswith("the ") else "holds"
+    warnings.warn(
+        f"{what} {verb} labels that differ only in {differences}: {text}; they are kept as different "
+        f"labels. If they mean the same, {advice}",
+        LabelSpellingWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def _normalize_values(values: Any, case: bool, declared: pd.Index | None = None) -> np.ndarray:
+    """``values`` with every text spelling replaced by its group's label (object array, NaN kept).
+
+    The label of a group is the declared label with the same key when
+    ``declared`` is given and has one, else the group's most frequent
+    spelling (ties: one without surrounding whitespace and in NFC form, then
+    the first in sorted order).
+    """
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    uniques = np.asarray(uniques, dtype=object)
+    counts = np.bincount(codes[codes >= 0], minlength=len(uniques))
+    target: dict[str, Any] = {}
+    if declared is not None:
+        for d in declared:
+            if isinstance(d, str):
+                target.setdefault(_spelling_key(d, case), d)
+    best: dict[str, tuple[int, bool, str]] = {}
+    for i, u in enumerate(uniques):
+        if isinstance(u, str):
+            key = _spelling_key(u, case)
+            if key not in target:
+                # most frequent first; on a tie, a spelling without stray whitespace or odd normalisation
+                rank = (-int(counts[i]), unicodedata.normalize("NFC", u).strip() != u, u)
+                if key not in best or rank < best[key]:
+                    best[key] = rank
+    mapped = np.array(
+        [
+            (target.get(_spelling_key(u, case)) or best[_spelling_key(u, case)][2]) if isinstance(u, str) else u
+            for u in uniques
+        ]
+        + [np.nan],
+        dtype=object,
+    )
+    return mapped[np.where(codes >= 0, codes, len(uniques))]
 
 
 def _raise(problems: list[str], hint: str | None = None) -> None:
@@ -254,8 +362,42 @@ def _category_index(
     return cats
 
 
+def _bool_hint(subject: str, values: Any) -> str:
+    """Why booleans beside numbers cannot be told apart, and how to convert them (never a mixed category list)."""
+    verb = "mix" if subject.startswith("the ") and subject.endswith("s") else "mixes"
+    return (
+        f"{subject} {verb} booleans (True/False) with numbers, and pandas counts True as 1 and False as 0, so no "
+        "category list of booleans and numbers can keep them apart: convert to one type first, e.g. .astype(int) "
+        "if True means 1 and False 0, or .astype(str) with the scale declared as text "
+        f"(categories=[{_text_scale(values)}])"
+    )
+
+
+def _mixes_bools_and_numbers(values: Any) -> bool:
+    """Booleans beside numbers (or text that reads as one): pandas would merge True with 1, False with 0."""
+    arr = np.asarray(values, dtype=object).ravel()
+    types = set(map(type, arr))  # by type: pd.unique would already merge True into 1
+    if not (types & {bool, np.bool_}):
+        return False
+    if types & {int, float, np.int64, np.float64, np.int32, np.float32}:
+        return True
+    return any(isinstance(v, str) and _value_kind(v) != "text" for v in pd.unique(arr[[type(v) is str for v in arr]]))
+
+
+def _text_scale(values: Any) -> str:
+    """The distinct values as text, sorted, for a ``categories=[...]`` of strings."""
+    seen = sorted({str(v) for v in np.asarray(values, dtype=object).ravel() if not pd.isna(v)})
+    return ", ".join(repr(v) for v in seen[:12]) + (", ..." if len(seen) > 12 else "")
+
+
 def _declare_hint(values: np.ndarray) -> str:
-    """How to declare the scale, with the values seen as the example."""
+    """How to declare the scale, with the values seen as the example.
+
+    Never a list that mixes booleans with numbers: pandas counts ``True`` as
+    1 and ``False`` as 0, so such a list would merge them.
+    """
+    if _mixes_bools_and_numbers(values):
+        return _bool_hint("the column", values)
     seen = [
         int(v) if _is_number(v) and np.isfinite(v) and float(v).is_integer() else v
         for v in pd.unique(np.asarray(values, dtype=object))
@@ -634,6 +776,7 @@ class RatingData:
         rater: str = "rater",
         rating: str = "rating",
         categories: Sequence[Any] | None = None,
+        normalize_labels: bool = False,
     ) -> RatingData:
         """Build from a long table: one row per rating.
 
@@ -652,6 +795,14 @@ class RatingData:
             integers (``1.5``) or a non-finite number (``inf``).  Rarely
             used categories are listed in the repr
             (:meth:`rare_categories`).
+        normalize_labels : bool
+            Merge text labels that differ only in spelling: ratings that
+            differ in surrounding whitespace, letter case or Unicode
+            normalisation (``"yes"``, ``"yes "``, ``"Yes"``), item and rater
+            labels that differ in whitespace or Unicode normalisation.  Each
+            group becomes its most frequent spelling (the declared one for
+            declared categories).  Default False: such labels stay apart,
+            with a :class:`LabelSpellingWarning` naming them.
 
         Returns
         -------
@@ -683,6 +834,10 @@ class RatingData:
         if missing:
             _raise(missing, _suggest_format(df, "long"))
         _check_ambiguous(df, list(cols.values()), problems)
+        normalize = _check_bool("normalize_labels", normalize_labels)
+        user_declared = categories is not None
+        if normalize:  # a shallow copy with the three columns respelled: the caller's frame is untouched
+            df, categories = _normalized_long(df, item, rater, rating, categories)
         for role, name in cols.items():
             bad = np.flatnonzero(df[name].isna().to_numpy())
             if bad.size:
@@ -696,6 +851,10 @@ class RatingData:
                 )
         col = df[rating]
         present = ~col.isna().to_numpy()
+        if col.dtype == object and _mixes_bools_and_numbers(col.to_numpy()[present]):
+            given = col.to_numpy()[present]
+            problems.append(_bool_hint(f"column {_r(rating)}", given))
+            _raise(problems)
         if categories is None and isinstance(col.dtype, pd.CategoricalDtype):
             categories = col.dtype.categories  # the column's own scale, unused levels included
         if categories is None:
@@ -718,6 +877,10 @@ class RatingData:
         _check_clashes(unit_labels, f"column {_r(item)} (item)", problems)
         _check_clashes(rater_labels, f"column {_r(rater)} (rater)", problems)
         _raise(problems)
+        if not normalize:
+            if not user_declared:  # a declared scale is the user's own spelling
+                counts = np.bincount(codes[codes >= 0], minlength=len(cats))
+                _warn_spellings(cats, counts, f"column {_r(rating)} (ratings)", case=True)
         return cls(
             unit=unit,
             rater=rater_codes,
@@ -878,6 +1041,7 @@ class RatingData:
         raters: Sequence[Any] | None = None,
         item: str | None = None,
         categories: Sequence[Any] | None = None,
+        normalize_labels: bool = False,
     ) -> RatingData:
         """Build from a wide table: one row per item, one column per rater.
 
@@ -901,8 +1065,14 @@ class RatingData:
             The full, ordered category scale.  Without it, ratings mixing
             numbers and text, a non-integer among integers or a non-finite
             number are an error (see :meth:`from_long`).
+        normalize_labels : bool
+            Merge ratings and item labels that differ only in spelling, as in
+            :meth:`from_long`; rater columns whose names differ only in
+            spelling are warned about, not merged.
         """
-        return cls._from_table(df, raters=raters, label_col=item, tally=None, categories=categories)
+        return cls._from_table(
+            df, raters=raters, label_col=item, tally=None, categories=categories, normalize_labels=normalize_labels
+        )
 
     @classmethod
     def from_grouped(
@@ -911,6 +1081,7 @@ class RatingData:
         tally: str = "n",
         raters: Sequence[Any] | None = None,
         categories: Sequence[Any] | None = None,
+        normalize_labels: bool = False,
     ) -> RatingData:
         """Build from a grouped table: distinct rating patterns with tallies.
 
@@ -926,11 +1097,17 @@ class RatingData:
         categories : sequence, optional
             The full, ordered category scale (checked as in :meth:`from_long`
             when not given).
+        normalize_labels : bool
+            Merge ratings that differ only in spelling, as in
+            :meth:`from_long` (rater columns are not merged).  Pattern rows
+            that become one pattern are merged, their tallies summed.
 
         Pattern rows without any rating are dropped with an
         :class:`pyrater.UnratedItemsWarning` counting the items they stand for.
         """
-        return cls._from_table(df, raters=raters, label_col=None, tally=tally, categories=categories)
+        return cls._from_table(
+            df, raters=raters, label_col=None, tally=tally, categories=categories, normalize_labels=normalize_labels
+        )
 
     @classmethod
     def _from_table(
@@ -940,11 +1117,14 @@ class RatingData:
         label_col: Any,
         tally: Any,
         categories: Sequence[Any] | None,
+        normalize_labels: bool = False,
     ) -> RatingData:
         fmt: DataFormat = "grouped" if tally is not None else "wide"
         problems: list[str] = []
         _check_frame(df, problems)
         _raise(problems)
+        normalize = _check_bool("normalize_labels", normalize_labels)
+        user_declared = categories is not None
         special = {"item": label_col, "tally": tally}
         special = {role: c for role, c in special.items() if c is not None}
         missing = [_missing_column(c, role, df) for role, c in special.items() if c not in df.columns]
@@ -970,9 +1150,17 @@ class RatingData:
             _raise(problems)
         if not raters:
             _raise([f"no rater columns: the table has only {_show(df.columns)}"], _suggest_format(df, fmt))
+        if not chosen and _looks_long(df):  # before any guess about the columns: the one advice that fits
+            names = ", ".join(_r(c) for c in df.columns if str(c).strip().lower() in ("item", "rater", "rating"))
+            _raise(
+                [
+                    f"the columns {names} look like long data (one row per rating), not a {fmt} table with one "
+                    "column per rater"
+                ],
+                "hint: read it as long data: data_format='long' (command line: --format long)",
+            )
         _check_ambiguous(df, raters + list(special.values()), problems)
         block = df[raters]
-        present = ~block.isna().to_numpy()
         columns = [block.iloc[:, j] for j in range(len(raters))]
         if categories is None:
             dtypes = [c.dtype for c in columns]
@@ -983,6 +1171,21 @@ class RatingData:
                     if not d.categories.equals(union):
                         union = union.append(d.categories[~d.categories.isin(union)])
                 categories = union
+        raw_block = block if normalize and tally is not None else None
+        if normalize:  # the cells respelled in a new block (the caller's frame is untouched)
+            if categories is not None and not user_declared:
+                categories = _dedupe_spellings(list(categories), case=True)
+            declared = None if categories is None else pd.Index(list(categories))
+            cells = _normalize_values(block.to_numpy(dtype=object).ravel(), case=True, declared=declared)
+            block = pd.DataFrame(cells.reshape(block.shape), index=block.index, columns=block.columns)
+            columns = [block.iloc[:, j] for j in range(len(raters))]
+            df = df.copy(deep=False)
+            df[raters] = block
+        present = ~block.isna().to_numpy()
+        if any(c.dtype == object for c in columns):
+            cells = block.to_numpy(dtype=object)[present]
+            if _mixes_bools_and_numbers(cells):
+                _raise([_bool_hint("the rater columns", cells)])
         column_reported = False if chosen else _check_rater_columns(df, raters, fmt, problems, categories is not None)
         if categories is None and not column_reported and any(c.dtype.kind not in "iub" for c in columns):
             r_idx, c_idx = np.nonzero(present)
@@ -1023,6 +1226,12 @@ class RatingData:
                 problems.append("no ratings: every rater column is empty")
         else:
             weight = np.ones(len(df), dtype=np.int64)
+        if normalize and label_col is not None and not pd.api.types.is_numeric_dtype(df[label_col].dtype):
+            df = df.copy(deep=False)
+            df[label_col] = _normalize_values(df[label_col], case=False)
+        elif normalize and label_col is None and df.index.dtype == object:
+            df = df.copy(deep=False)
+            df.index = pd.Index(_normalize_values(df.index, case=False), name=df.index.name)
         if label_col is not None:
             labels = df[label_col]
             if labels.isna().any():
@@ -1053,6 +1262,9 @@ class RatingData:
                         f"pattern row labels (the index) repeat: {dups}; reset it with df.reset_index(drop=True)"
                     )
         _raise(problems)
+        if not normalize and not user_declared:
+            counts = np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(cats))
+            _warn_spellings(cats, counts, "the rater columns (ratings)", case=True)
         rated = (codes >= 0).any(axis=1)
         rows_kept = df.index
         if not rated.all():
@@ -1086,6 +1298,8 @@ class RatingData:
         )
         if tally is not None:
             pattern, first = data._pattern_ids()
+            if first.size < data.n_units and raw_block is not None and _respelled_only(raw_block, rows_kept, pattern):
+                return data._merge_patterns(pattern, first)  # rows that became one pattern by normalize_labels
             if first.size < data.n_units:
                 size = np.bincount(pattern)
                 groups = np.flatnonzero(size > 1)
@@ -1099,6 +1313,24 @@ class RatingData:
                     ]
                 )
         return data
+
+    def _merge_patterns(self, pattern: np.ndarray, first: np.ndarray) -> RatingData:
+        """Grouped data with units of one pattern merged into its first unit, their tallies summed."""
+        P = first.size
+        new_code = np.full(self.n_units, -1, dtype=np.int64)
+        new_code[first] = np.arange(P)
+        keep = new_code[self.unit] >= 0
+        return type(self)(
+            unit=new_code[self.unit[keep]],
+            rater=self.rater[keep],
+            rating=self.rating[keep],
+            unit_labels=self.unit_labels[first],
+            rater_labels=self.rater_labels,
+            categories=self.categories,
+            weight=np.bincount(pattern, weights=self.weight, minlength=P).astype(np.int64),
+            source_format=self.source_format,
+            _columns=dict(self._columns),
+        )
 
     # ------------------------------------------------------------ exporters
     def _rating_values(self, codes: np.ndarray) -> pd.Categorical:
@@ -1275,6 +1507,53 @@ def _pattern_words(n: int) -> np.ndarray:
     return np.random.default_rng(20240607).integers(1, np.iinfo(np.int64).max, size=n, dtype=np.int64).astype(np.uint64)
 
 
+def _respelled_only(raw_block: pd.DataFrame, rows: pd.Index, pattern: np.ndarray) -> bool:
+    """True when every group of rows sharing a pattern was made of different rows before respelling.
+
+    Then the rows became one pattern by ``normalize_labels`` and are merged;
+    rows repeated in the table as given are the user's to fix (an error).
+    """
+    size = np.bincount(pattern)
+    raw = raw_block.loc[rows].astype(object).where(raw_block.loc[rows].notna(), None)
+    for g in np.flatnonzero(size > 1):
+        members = raw.iloc[np.flatnonzero(pattern == g)]
+        if len({tuple(map(repr, row)) for row in members.itertuples(index=False)}) < len(members):
+            return False
+    return True
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _dedupe_spellings(labels: Sequence[Any], case: bool) -> list[Any]:
+    """A declared scale with only the first spelling of each label kept (order kept)."""
+    seen: set[Any] = set()
+    out = []
+    for v in labels:
+        key = ("s", _spelling_key(v, case)) if isinstance(v, str) else ("v", v)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
+def _normalized_long(df: pd.DataFrame, item: Any, rater: Any, rating: Any, categories: Any) -> tuple[pd.DataFrame, Any]:
+    """``normalize_labels=True`` for a long table: the three columns respelled in a shallow copy."""
+    col = df[rating]
+    if categories is None and isinstance(col.dtype, pd.CategoricalDtype):
+        categories = _dedupe_spellings(list(col.dtype.categories), case=True)
+    declared = None if categories is None else pd.Index(list(categories))
+    out = df.copy(deep=False)
+    out[rating] = _normalize_values(col, case=True, declared=declared)
+    for name in (item, rater):
+        if df[name].dtype == object or pd.api.types.is_string_dtype(df[name].dtype):
+            out[name] = _normalize_values(df[name], case=False)
+    return out, categories
+
+
 def _check_frame(df: Any, problems: list[str], used: Sequence[Any] | None = None) -> None:
     """A non-empty DataFrame without duplicated column names (among ``used`` if given)."""
     if not isinstance(df, pd.DataFrame):
@@ -1346,20 +1625,32 @@ def _suggest_format(df: pd.DataFrame, asked: str) -> str | None:
     """A hint at the likely format when the asked one does not fit."""
     cols = [str(c).strip().lower() for c in df.columns]
     if asked != "long" and {"item", "rater", "rating"} <= set(cols):
-        return "hint: the columns item, rater, rating suggest long data (data_format='long')"
+        return (
+            "hint: the columns item, rater, rating suggest long data (data_format='long'; command line: --format long)"
+        )
     if asked != "grouped" and cols and cols[-1] in ("n", "count", "tally", "freq", "frequency", "weight"):
         return (
             f"hint: the last column {_r(df.columns[-1])} looks like a tally: is this grouped data "
-            f"(data_format='grouped', tally={_r(df.columns[-1])})?"
+            f"(data_format='grouped', tally={_r(df.columns[-1])}; command line: --format grouped --tally "
+            f"{df.columns[-1]})?"
         )
     if asked == "grouped" and cols and cols[-1] in ("count", "tally", "freq", "frequency", "weight"):
-        return f"hint: the last column {_r(df.columns[-1])} looks like the tally: pass tally={_r(df.columns[-1])}"
+        return (
+            f"hint: the last column {_r(df.columns[-1])} looks like the tally: pass tally={_r(df.columns[-1])} "
+            f"(command line: --tally {df.columns[-1]})"
+        )
     if asked == "long" and not ({"item", "rater", "rating"} & set(cols)):
         return (
-            "hint: name the columns with item=..., rater=..., rating=...; a table with one column per "
-            "rater is wide data (data_format='wide'), or grouped data if it has a tally column"
+            "hint: name the columns with item=..., rater=..., rating=... (command line: --item, --rater, --rating); "
+            "a table with one column per rater is wide data (data_format='wide'; command line: --format wide), "
+            "or grouped data if it has a tally column (data_format='grouped'; command line: --format grouped)"
         )
     return None
+
+
+def _looks_long(df: pd.DataFrame) -> bool:
+    """A table whose columns are named item, rater and rating (any case): long data."""
+    return {"item", "rater", "rating"} <= {str(c).strip().lower() for c in df.columns}
 
 
 def _check_format(data_format: str) -> None:

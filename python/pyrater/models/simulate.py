@@ -32,17 +32,27 @@ hierarchical
 Parameters left as ``None`` are drawn from the model's prior (rater's
 defaults, see :mod:`pyrater.models`), which favours raters who are more
 often right than wrong.
+
+Size
+----
+Before anything is drawn, the memory the simulation needs is checked against
+``max_memory_gib`` (the documented default of ``pyrater._validation``, 1 GiB,
+unless :func:`simulate` is given another): about ``8 x (3 N + 2 I)`` bytes
+for ``N = I x R x repeats`` ratings (three code arrays, the classes) plus
+``32 x J x K x K`` for the error matrices and their draws.  A larger request
+raises a ``ValueError`` saying what it would take and what to ask for less.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .._validation import check_int
+from .._validation import check_int, check_memory
 from ..data.ratings import RatingData
 from .base import Model, default_alpha, numeric_array
 
@@ -56,6 +66,10 @@ _BLOCK = 1 << 21
 # below this many item x rater cells, incomplete designs permute each row
 # (argpartition of random keys); above it, Floyd's algorithm over positions
 _PERMUTE_LIMIT = 4 * 10**6
+# the memory limit of the running simulate() call (None: the documented default)
+_LIMIT: ContextVar[float | None] = ContextVar("pyrater_simulate_limit", default=None)
+# the design (I, J, N) checked by _start, completed with K by _check_categories (every simulator calls both)
+_PENDING: ContextVar[tuple[int, int, int] | None] = ContextVar("pyrater_simulate_design", default=None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,21 +282,50 @@ def _finish(
     return Simulation(data=data, z=z, pi=pi, theta=theta, model=model, params=params)
 
 
+def _simulation_bytes(I: int, J: int, N: int, K: int) -> float:
+    """Memory a simulation takes: three int64 codes per rating, the classes, the error matrices and their draws."""
+    return 8.0 * (3 * N + 2 * I) + 32.0 * J * K * K
+
+
+def _check_size(I: int, J: int, N: int, K: int, k_known: bool = True) -> None:
+    """Refuse a simulation over the memory limit (``simulate``'s ``max_memory_gib``, else the default)."""
+    ask = ("n_items", "raters_per_item", "repeats") if 3 * N + 2 * I >= 4 * J * K * K else ("n_raters",)
+    check_memory(
+        f"simulating {N:,} ratings of {I:,} items by {J:,} raters with K {'=' if k_known else '>='} {K}",
+        _simulation_bytes(I, J, N, K),
+        _LIMIT.get(),
+        ask=ask,
+        detail=f"about 8 x (3 x {N:,} ratings + 2 x {I:,} items) + 32 x {J:,} x {K} x {K} bytes",
+    )
+
+
 def _start(
     n_items: Any, n_raters: Any, raters_per_item: Any, repeats: Any, seed: SeedLike
 ) -> tuple[int, int, np.random.Generator]:
-    """Validate the design arguments (before any drawing) and make the generator."""
+    """Validate the design arguments (before any drawing) and make the generator.
+
+    The ratings' memory is checked here (with K >= 2); :func:`_check_categories`,
+    which every simulator calls once K is known, checks the whole.
+    """
     I = _as_int("n_items", n_items, 1)
     J = _as_int("n_raters", n_raters, 1)
-    _as_int("repeats", repeats, 1)
+    reps = _as_int("repeats", repeats, 1)
+    R = J
     if raters_per_item is not None:
         R = _as_int("raters_per_item", raters_per_item, 1)
         if R > J:
             raise ValueError(f"raters_per_item must be at most n_raters = {J}; got {R}")
+    N = I * R * reps
+    _check_size(I, J, N, 2, k_known=False)
+    _PENDING.set((I, J, N))
     return I, J, np.random.default_rng(seed)
 
 
 def _check_categories(categories: Any, K: int) -> None:
+    pending = _PENDING.get()
+    if pending is not None:  # the design of the simulator that called _start: now with K
+        _PENDING.set(None)
+        _check_size(*pending, K)
     if categories is None:
         return
     if isinstance(categories, (str, bytes)) or np.ndim(categories) != 1:
@@ -308,6 +351,8 @@ def simulate(
     raters_per_item: int | None = None,
     repeats: int = 1,
     seed: SeedLike = None,
+    *,
+    max_memory_gib: float | None = None,
     **params: Any,
 ) -> Simulation:
     """Simulate rating data from a model given by name or object.
@@ -321,6 +366,10 @@ def simulate(
         to draw the parameters not given.
     n_items, n_raters, n_categories, raters_per_item, repeats, seed
         As in :func:`simulate_dawid_skene`.
+    max_memory_gib : float, optional
+        The memory the simulation may take (default: the documented 1 GiB);
+        a larger request is refused before anything is drawn (see Size in
+        this module's notes).
     **params
         Model parameters: ``pi`` and ``theta`` (dawid_skene, homogeneous),
         ``p`` (class_conditional), ``mu`` and ``sigma`` (hierarchical), and
@@ -353,12 +402,16 @@ def simulate(
         for key, value in spec.priors(K, J).items():
             params.setdefault(key, value)
         n_items, n_raters, n_categories = I, J, K
-    return fn(
-        n_items,
-        n_raters,
-        n_categories,
-        raters_per_item=raters_per_item,
-        repeats=repeats,
-        seed=seed,
-        **params,
-    )
+    token = _LIMIT.set(max_memory_gib)
+    try:
+        return fn(
+            n_items,
+            n_raters,
+            n_categories,
+            raters_per_item=raters_per_item,
+            repeats=repeats,
+            seed=seed,
+            **params,
+        )
+    finally:
+        _LIMIT.reset(token)

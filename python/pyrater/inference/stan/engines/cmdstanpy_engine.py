@@ -9,6 +9,14 @@ inside the package (cmdstanpy issues 628, 289), and a program is recompiled
 only when it changes.  Compiles of one program by several processes are
 serialised by a file lock; a finished build is marked by a ``.built`` file
 written after the executable, so a half-written executable is never used.
+The compile runs in a guarded child process (:mod:`._guard`), so an
+interrupted or killed compile leaves no ``make`` or compiler behind.
+
+Runs write CmdStan's CSV and console files into a scratch folder under
+pyrater's cache (not the system's temporary folder, which may be in memory),
+removed as soon as the draws are read.  CmdStan runs in a helper thread, so
+``KeyboardInterrupt`` (Ctrl-C, a notebook's interrupt) kills its processes at
+once instead of waiting for cmdstanpy to finish them.
 
 CmdStan writes its CSV output at ``sig_figs=18`` (its maximum): every
 number reaches Python to double precision, as with pystan, so both engines
@@ -24,9 +32,10 @@ import logging
 import os
 import re
 import subprocess
+import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +43,7 @@ import numpy as np
 
 from .... import _psis
 from ...._stacklevel import user_stacklevel
+from ._guard import kill_children, run_guarded, scratch_dir
 from .base import (
     STAN_SAMPLE_STATS,
     Engine,
@@ -225,6 +235,34 @@ def _quiet_cmdstanpy(drop: tuple[str, ...] = ()) -> Iterator[None]:
 _OPTIMIZE_NOISE = ("Line search failed", "optimization failed to converge", "error: code '1'")
 
 
+def _interruptible(call: Callable[[], Any], executable: str) -> Any:
+    """``call()`` in a helper thread; on ``KeyboardInterrupt`` (or any exception here) CmdStan's processes are killed.
+
+    cmdstanpy waits for its CmdStan processes in a thread pool and only then
+    sees an interrupt, so Ctrl-C during a long run would wait for the run.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the calling thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="pyrater-cmdstan", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except BaseException:
+        kill_children(executable)
+        thread.join(30)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def _new_seed() -> int:
     return int(np.random.SeedSequence().generate_state(1)[0] % (2**31))
 
@@ -306,8 +344,11 @@ class CmdStanPyEngine(Engine):
                     stan_path.write_text(code)
                     announce_compile(model_name, folder)
                     start = time.perf_counter()
+                    # a guarded child: killed with its make and compiler processes if this call is interrupted
+                    with scratch_dir("cmdstan-build") as where:
+                        run_guarded("cmdstan_compile", {"stan_file": str(stan_path)}, cwd=where)
                     with _quiet_cmdstanpy():
-                        model = CmdStanModel(stan_file=str(stan_path), force_compile=True)
+                        model = CmdStanModel(stan_file=str(stan_path), exe_file=str(exe))
                     done.write_text(f"compiled in {time.perf_counter() - start:.1f} s\n")
             except Exception as exc:
                 raise StanCompileError(f"Stan program did not compile:\n{str(exc).strip()}") from None
@@ -343,37 +384,44 @@ class CmdStanPyEngine(Engine):
             init_list = None if inits is None else resolve_inits("", {}, inits, chains, seed)
         model = self.compile_code(code, model_name or "model")
         start = time.perf_counter()
-        try:
-            with _quiet_cmdstanpy():
-                fit = model.sample(
-                    data=data,
-                    chains=chains,
-                    chain_ids=list(range(1, chains + 1)),
-                    parallel_chains=max(1, min(chains, os.cpu_count() or 1)),
-                    iter_warmup=warmup,
-                    iter_sampling=draws,
-                    seed=seed,
-                    inits=[_as_init(d) for d in init_list] if init_list is not None else None,
-                    sig_figs=SIG_FIGS,
-                    show_progress=progress,
+        with scratch_dir("cmdstan-run") as out_dir:
+            try:
+                with _quiet_cmdstanpy():
+                    fit = _interruptible(
+                        lambda: model.sample(
+                            data=data,
+                            chains=chains,
+                            chain_ids=list(range(1, chains + 1)),
+                            parallel_chains=max(1, min(chains, os.cpu_count() or 1)),
+                            iter_warmup=warmup,
+                            iter_sampling=draws,
+                            seed=seed,
+                            inits=[_as_init(d) for d in init_list] if init_list is not None else None,
+                            sig_figs=SIG_FIGS,
+                            show_progress=progress,
+                            output_dir=str(out_dir),
+                        ),
+                        str(model.exe_file),
+                    )
+            except Exception as exc:
+                raise _classify(exc, "sampling") from None
+            elapsed = time.perf_counter() - start
+            draws_out = self._variables(fit, (chains, draws), self._declared(model))
+            stats: dict[str, np.ndarray] = {}
+            for stan_name, arr in fit.method_variables().items():
+                key = STAN_SAMPLE_STATS.get(stan_name, stan_name.rstrip("_"))
+                arr = np.ascontiguousarray(np.asarray(arr).reshape(draws, chains).T)
+                if key in ("tree_depth", "n_steps"):
+                    arr = arr.astype(np.int64)
+                elif key == "diverging":
+                    arr = arr.astype(bool)
+                stats[key] = arr
+            try:
+                stan_time = np.array(
+                    [[t.get("warmup", np.nan), t.get("sampling", np.nan)] for t in fit.time], dtype=float
                 )
-        except Exception as exc:
-            raise _classify(exc, "sampling") from None
-        elapsed = time.perf_counter() - start
-        draws_out = self._variables(fit, (chains, draws), self._declared(model))
-        stats: dict[str, np.ndarray] = {}
-        for stan_name, arr in fit.method_variables().items():
-            key = STAN_SAMPLE_STATS.get(stan_name, stan_name.rstrip("_"))
-            arr = np.ascontiguousarray(np.asarray(arr).reshape(draws, chains).T)
-            if key in ("tree_depth", "n_steps"):
-                arr = arr.astype(np.int64)
-            elif key == "diverging":
-                arr = arr.astype(bool)
-            stats[key] = arr
-        try:
-            stan_time = np.array([[t.get("warmup", np.nan), t.get("sampling", np.nan)] for t in fit.time], dtype=float)
-        except Exception:  # pragma: no cover - older cmdstanpy
-            stan_time = np.full((chains, 2), np.nan)
+            except Exception:  # pragma: no cover - older cmdstanpy
+                stan_time = np.full((chains, 2), np.nan)
         return SampleResult(
             draws=draws_out,
             sample_stats=stats,
@@ -441,10 +489,11 @@ class CmdStanPyEngine(Engine):
         converged = np.zeros(n_inits, dtype=bool)
         fits: list[Any] = [None] * n_inits
         errors: list[str] = []
-        for s in range(n_inits):
-            try:
-                with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
-                    fit = model.optimize(
+        with scratch_dir("cmdstan-run") as out_dir:
+            for s in range(n_inits):
+
+                def run(s: int = s) -> Any:
+                    return model.optimize(
                         data=data,
                         seed=(seed + s) % (2**31),
                         inits=_as_init(init_list[s]) if init_list is not None else None,
@@ -453,19 +502,24 @@ class CmdStanPyEngine(Engine):
                         iter=10000,
                         require_converged=False,
                         sig_figs=SIG_FIGS,
+                        output_dir=str(out_dir),
                     )
-            except Exception as exc:
-                errors.append(str(exc))
-                continue
-            fits[s] = fit
-            converged[s] = bool(getattr(fit, "converged", True))
+
+                try:
+                    with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
+                        fit = _interruptible(run, str(model.exe_file))
+                except Exception as exc:
+                    errors.append(str(exc))
+                    continue
+                fits[s] = fit
+                converged[s] = bool(getattr(fit, "converged", True))
+                with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
+                    lds[s] = float(fit.optimized_params_dict["lp__"])
+            if not np.any(np.isfinite(lds)):
+                raise _classify(RuntimeError("\n".join(errors)), "optimisation")
+            best = int(np.nanargmax(lds))
             with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
-                lds[s] = float(fit.optimized_params_dict["lp__"])
-        if not np.any(np.isfinite(lds)):
-            raise _classify(RuntimeError("\n".join(errors)), "optimisation")
-        best = int(np.nanargmax(lds))
-        with _quiet_cmdstanpy(drop=_OPTIMIZE_NOISE):
-            params = {k: np.asarray(v, dtype=float) for k, v in fits[best].stan_variables().items()}
+                params = {k: np.asarray(v, dtype=float) for k, v in fits[best].stan_variables().items()}
         for name, ndim in self._declared(model).items():  # zero-size variables have no CSV column
             if name not in params and ndim > 0:
                 params[name] = np.zeros((0,) * ndim)
@@ -536,35 +590,40 @@ class CmdStanPyEngine(Engine):
         init_list = resolve_inits(model_name, data, inits, num_paths, seed)
         model = self.compile(model_name)
         start = time.perf_counter()
-        try:
-            with _quiet_cmdstanpy():
-                fit = model.pathfinder(
-                    data=data,
-                    num_paths=num_paths,
-                    draws=draws * num_paths,
-                    num_single_draws=draws,
-                    psis_resample=False,
-                    calculate_lp=True,
-                    seed=seed,
-                    inits=[_as_init(d) for d in init_list] if init_list is not None else None,
-                    sig_figs=SIG_FIGS,
-                )
-        except Exception as exc:
-            raise _classify(exc, "Pathfinder") from None
-        elapsed = time.perf_counter() - start
-        stats = fit.method_variables()
-        lp = np.asarray(stats["lp__"], dtype=float).ravel()
-        lp_approx = np.asarray(stats["lp_approx__"], dtype=float).ravel()
-        n = lp.shape[0]
-        values = self._variables(fit, (n,), self._declared(model))
+        with scratch_dir("cmdstan-run") as out_dir:
+            try:
+                with _quiet_cmdstanpy():
+                    fit = _interruptible(
+                        lambda: model.pathfinder(
+                            data=data,
+                            num_paths=num_paths,
+                            draws=draws * num_paths,
+                            num_single_draws=draws,
+                            psis_resample=False,
+                            calculate_lp=True,
+                            seed=seed,
+                            inits=[_as_init(d) for d in init_list] if init_list is not None else None,
+                            sig_figs=SIG_FIGS,
+                            output_dir=str(out_dir),
+                        ),
+                        str(model.exe_file),
+                    )
+            except Exception as exc:
+                raise _classify(exc, "Pathfinder") from None
+            elapsed = time.perf_counter() - start
+            stats = fit.method_variables()
+            lp = np.asarray(stats["lp__"], dtype=float).ravel()
+            lp_approx = np.asarray(stats["lp_approx__"], dtype=float).ravel()
+            n = lp.shape[0]
+            values = self._variables(fit, (n,), self._declared(model))
+            messages = ""
+            try:
+                messages = Path(fit._runset.stdout_files[0]).read_text()  # CmdStan's console output
+            except Exception:  # pragma: no cover - console output not kept
+                pass
         log_weights, k = _psis.psislw(lp - lp_approx, tail_length=_psis.stan_tail_length(n))
         rng = np.random.default_rng(seed)
         idx = rng.choice(n, size=draws, replace=True, p=np.exp(log_weights))
-        messages = ""
-        try:
-            messages = Path(fit._runset.stdout_files[0]).read_text()  # CmdStan's console output
-        except Exception:  # pragma: no cover - console output not kept
-            pass
         if k > 0.7:
             warnings.warn(
                 f"Pathfinder: Pareto k value ({k:.2g}) is greater than 0.7. Importance resampling was not able to "

@@ -6,11 +6,18 @@ Compilation
     is compiled once and recompiled only when its text changes.  stanc runs
     first so that a syntax or semantic error reaches the user as a
     :class:`~pyrater.inference.stan.engines.base.StanCompileError` carrying stanc's message.
+    The C++ build runs in a guarded child process working in a scratch
+    folder under pyrater's cache (setuptools writes ~40 MB of object files
+    into ``build/`` of the working directory), so nothing is written to the
+    caller's working directory and an interrupted or killed compile leaves no
+    compiler behind (:mod:`pyrater.inference.stan.engines._guard`).
 Sampling
     ``stan::services::sample::hmc_nuts_diag_e_adapt`` through
     ``httpstan.services_stub.call`` (what pystan's ``Model.sample`` uses
-    behind its HTTP server), chains in parallel worker processes.  Each run
-    writes under a unique fit name that is deleted once read, so no draws
+    behind its HTTP server), chains in parallel worker processes of a pool
+    made for the call: the workers die with the calling process (Linux:
+    ``PR_SET_PDEATHSIG``) and are killed when the call is interrupted.  Each
+    run writes under a unique fit name that is deleted once read, so no draws
     pile up in httpstan's cache; draws are parsed with ``stan.fit.Fit``.
 Optimisation
     ``scipy.optimize.minimize(method="L-BFGS-B")`` on the unconstrained
@@ -23,11 +30,16 @@ Optimisation
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import gzip
 import json
 import logging
+import multiprocessing
+import os
 import re
 import secrets
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -36,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ._guard import GuardedError, run_guarded, scratch_dir, worker_init
 from .base import (
     STAN_SAMPLE_STATS,
     Engine,
@@ -63,6 +76,9 @@ logger.addHandler(logging.NullHandler())
 
 _ITERATION_RE = re.compile(rb"Iteration:\s+(\d+)\s*/\s*(\d+)")
 _NUTS = "stan::services::sample::hmc_nuts_diag_e_adapt"
+#: httpstan runs chains in the module-level pool ``services_stub.executor``; a run swaps in its own pool
+#: under this lock (pystan runs of one process take turns)
+_POOL_LOCK = threading.Lock()
 
 
 def _import_backend() -> None:
@@ -90,6 +106,47 @@ def _run_coroutine(coro_factory: Callable[[], Any]) -> Any:
 
     nest_asyncio2.apply(loop)
     return loop.run_until_complete(coro_factory())
+
+
+@contextlib.contextmanager
+def _guarded_pool(chains: int):
+    """Run httpstan's chains in a pool made for this call: workers die with this process and on interruption.
+
+    httpstan's own module-level pool outlives the call, and its workers keep
+    sampling when the Python process that started them is killed (they were
+    re-parented to init and ran on).
+    """
+    import httpstan.services_stub as services_stub
+
+    workers = max(1, min(chains, os.cpu_count() or 1))
+    with _POOL_LOCK:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=worker_init
+        )
+        previous = services_stub.executor
+        services_stub.executor = pool
+        try:
+            yield pool
+        except BaseException:
+            _kill_pool(pool)
+            raise
+        else:
+            pool.shutdown(wait=True)
+        finally:
+            services_stub.executor = previous
+
+
+def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Kill the pool's workers (a run interrupted mid-chain), then shut it down without waiting."""
+    processes = dict(getattr(pool, "_processes", None) or {})
+    for proc in processes.values():
+        with contextlib.suppress(Exception):
+            proc.kill()
+    for proc in processes.values():
+        with contextlib.suppress(Exception):
+            proc.join(timeout=10)
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _module_data(data: dict[str, Any]) -> dict[str, Any]:
@@ -199,11 +256,12 @@ class PystanEngine(Engine):
         httpstan.cache.delete_model_directory(name)
         httpstan.cache.dump_stanc_warnings(stanc_warnings, name)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                output = _run_coroutine(lambda: httpstan.models.build_services_extension_module(code))
-        except Exception as exc:  # C++ compiler failure
-            raise StanCompileError(f"C++ compilation of the Stan program failed:\n{_stan_message(exc)}") from exc
+            # in a guarded child working in a scratch folder: setuptools' build/ never lands in the caller's
+            # working directory, and an interrupted compile takes its compiler processes with it
+            with scratch_dir("httpstan-build") as where:
+                output = run_guarded("httpstan_build", {"code": code}, cwd=where)
+        except GuardedError as exc:  # C++ compiler failure
+            raise StanCompileError(f"C++ compilation of the Stan program failed:\n{exc}") from None
         httpstan.cache.dump_services_extension_module_compiler_output(output, name)
         try:
             self._modules[name] = httpstan.models.import_services_extension_module(name)
@@ -326,7 +384,7 @@ class PystanEngine(Engine):
             return update
 
         async def run_all() -> list[BaseException | None]:
-            tasks = []
+            tasks: list[Any] = []
             for c in range(chains):
                 kwargs: dict[str, Any] = {
                     "data": mdata,
@@ -341,9 +399,14 @@ class PystanEngine(Engine):
             return await asyncio.gather(*tasks, return_exceptions=True)
 
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _guarded_pool(chains):
                 warnings.simplefilter("ignore", DeprecationWarning)  # httpstan's importlib.resources use
                 results = _run_coroutine(run_all)
+        except BaseException:
+            for fit_name in fit_names:
+                with contextlib.suppress(Exception):
+                    httpstan.cache.delete_fit(fit_name)
+            raise
         finally:
             if bar is not None:
                 bar.close()
