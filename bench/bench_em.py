@@ -133,7 +133,7 @@ def warm_up_numba() -> float:
 
     t0 = time.perf_counter()
     try:
-        import pyrater.inference.em._fused  # noqa: F401
+        import pyrater.inference.em.kernel  # noqa: F401
     except ImportError:
         return float("nan")
     tiny = RatingData.from_codes(

@@ -198,6 +198,50 @@ def one_size(n_ratings: int, chains: int, draws: int, warmup: int, thin: int) ->
     }
 
 
+def sweep_vs_em(n_ratings: int, per_item: int = 5, sweeps: int = 40, iters: int = 40, repeats: int = 3) -> dict:
+    """CPU time of one Gibbs sweep against one EM iteration, same data, one thread, side by side (issue 27, item 4).
+
+    One chain of ``sweeps`` sweeps (``log_lik=False``: the z step, the conjugate
+    draws of pi and theta) and EM by maximum likelihood from the majority vote
+    (the fused kernel, ``n_threads=1``), interleaved ``repeats`` times; the EM
+    iteration is ``(fit(iters + 1) - fit(1)) / iters`` so that its one-off
+    costs (start, first M-step) cancel.  CPU seconds of the process
+    (``time.process_time``): steadier than wall time on a shared machine.
+    """
+    import pyrater
+    from pyrater.inference.gibbs.sampler import gibbs
+
+    data = simulate(n_ratings, per_item=per_item)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gibbs(data, chains=1, warmup=0, draws=2, seed=1, log_lik=False, progress=False)
+        pyrater.em(data, max_iter=2, tol=0, n_threads=1, init="majority")
+        rows = []
+        for _ in range(repeats):
+            c0 = time.process_time()
+            gibbs(data, chains=1, warmup=0, draws=sweeps, seed=1, log_lik=False, n_threads=1, progress=False)
+            c1 = time.process_time()
+            gibbs(data, chains=1, warmup=0, draws=1, seed=1, log_lik=False, n_threads=1, progress=False)
+            c2 = time.process_time()
+            pyrater.em(data, max_iter=iters + 1, tol=0, n_threads=1, init="majority")
+            c3 = time.process_time()
+            pyrater.em(data, max_iter=1, tol=0, n_threads=1, init="majority")
+            c4 = time.process_time()
+            sweep = ((c1 - c0) - (c2 - c1)) / (sweeps - 1)
+            it = ((c3 - c2) - (c4 - c3)) / iters
+            rows.append({"sweep CPU ms": 1e3 * sweep, "EM iteration CPU ms": 1e3 * it, "ratio": sweep / it})
+    best = min(rows, key=lambda r: r["ratio"])
+    return {
+        "ratings": data.n_ratings,
+        "items": data.n_units,
+        "raters": data.n_raters,
+        "K": data.n_categories,
+        "runs": rows,
+        "median ratio": float(np.median([r["ratio"] for r in rows])),
+        "best": best,
+    }
+
+
 def machine() -> str:
     import numba
     import numpy
@@ -225,12 +269,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=HERE / "bench_gibbs.json")
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument(
+        "--sweep-vs-em",
+        type=int,
+        default=0,
+        help="only measure one Gibbs sweep against one EM iteration (CPU, one thread) at this many ratings",
+    )
+    ap.add_argument(
         "--pi-moves",
         type=int,
         default=0,
         help="also run Gibbs with this many marginal pi moves per sweep beside plain Gibbs",
     )
     args = ap.parse_args(argv)
+    if args.sweep_vs_em:
+        res = sweep_vs_em(args.sweep_vs_em)
+        print(json.dumps(res, indent=1))
+        return 0
     if args.one_size:
         print(json.dumps(one_size(args.one_size, args.chains, args.draws, args.warmup, args.thin)))
         return 0

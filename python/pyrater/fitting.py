@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from ._validation import check_int, check_number, resolve_seed
+from ._validation import check_int, check_memory, memory_limit, resolve_seed
 from .data.ratings import DataFormat, RatingData, as_rating_data
 from .models import Model, get_model
 
@@ -41,7 +41,7 @@ METHOD_ARGUMENTS: dict[str, tuple[tuple[str, ...], Any]] = {
     "log_lik": (("mcmc", "gibbs", "pathfinder"), True),
     "thin": (("gibbs",), 1),
     "pi_moves": (("gibbs",), 0),
-    "max_memory_gib": (("gibbs",), 1.0),
+    "max_memory_gib": (METHODS, None),
 }
 
 
@@ -157,7 +157,16 @@ def fit(
         out, per sweep (default 0, plain blocked Gibbs).  Try 3 when
         ``mcmc_diagnostics()`` shows ``pi`` mixing slowly.
     max_memory_gib : float
-        ``"gibbs"``: budget for the kept draws (default 1 GiB).
+        Every method: the memory budget in GiB (default 1; ``float("inf")``
+        switches the checks off).  What would exceed it is refused before any
+        work, with a message stating what it would take and what to ask for
+        less: the Gibbs sampler's kept draws (see its memory rule), Stan's
+        draws read back from CmdStan (about ``8 x chains x draws`` bytes per
+        parameter, and per item with ``log_lik``), EM's per-item arrays.
+        Where only the per-item log-likelihood does not fit, the samplers
+        drop it with a warning saying so (``pyrater.loo`` recomputes it from
+        the draws).  The fit records the budget: ``pyrater.loo`` uses it to
+        choose exact or subsampling LOO.
     **data_options
         Passed to the DataFrame reader (column names, ``categories``, ``tally``).
 
@@ -200,8 +209,7 @@ def fit(
     for name, minimum in (("chains", 1), ("warmup", 0), ("draws", 1), ("n_inits", 1), ("thin", 1), ("pi_moves", 0)):
         if name in opts:
             opts[name] = check_int(name, opts[name], minimum)
-    if "max_memory_gib" in opts:
-        opts["max_memory_gib"] = check_number("max_memory_gib", opts["max_memory_gib"], 0, strict_minimum=True)
+    opts["max_memory_gib"] = memory_limit(opts["max_memory_gib"])
     seed = resolve_seed(seed)
     from .inference.distributed import is_distributed
 
@@ -210,6 +218,8 @@ def fit(
             raise ValueError("pi_moves is not available for distributed data (the in-memory Gibbs sampler only)")
         from .inference.distributed.fit import fit_distributed
 
+        if method == "gibbs":  # the kept draws come back to this process
+            _check_distributed_gibbs_memory(data, model, opts)
         return fit_distributed(
             data,
             model,
@@ -223,35 +233,78 @@ def fit(
     data = as_rating_data(data, data_format, **data_options)
     known_codes = data.known_codes(known)
 
+    limit = opts.pop("max_memory_gib")
     if method == "em":
         from .inference.em.algorithm import em
 
+        _check_em_memory(data, limit)
         return em(data, model, method="map", known=known, seed=seed, progress=progress)
     if method == "gibbs":
         from .inference.gibbs.sampler import gibbs
 
-        return gibbs(data, model, known=known, seed=seed, progress=progress, **opts)
+        return gibbs(data, model, known=known, seed=seed, progress=progress, max_memory_gib=limit, **opts)
 
     from .inference.stan import run
 
+    fit: Fit
     if method == "mcmc":
-        return run.sample(
+        fit = run.sample(
             data,
             model,
             known_codes,
             seed=seed,
             progress=progress,
+            max_memory_gib=limit,
             **{**opts, "inits": run.check_inits(opts["inits"], opts["chains"])},
         )
-    if method == "pathfinder":
-        return run.pathfinder(
-            data, model, known_codes, seed=seed, **{**opts, "inits": run.check_inits(opts["inits"], opts["chains"])}
+    elif method == "pathfinder":
+        fit = run.pathfinder(
+            data,
+            model,
+            known_codes,
+            seed=seed,
+            max_memory_gib=limit,
+            **{**opts, "inits": run.check_inits(opts["inits"], opts["chains"])},
         )
-    return run.optimize(
-        data,
-        model,
-        known_codes,
-        seed=seed,
-        known_labels=known,
-        **{**opts, "inits": run.check_inits(opts["inits"], None)},
+    else:
+        _check_em_memory(data, limit)  # the optimiser's extra start is EM's mode
+        fit = run.optimize(
+            data,
+            model,
+            known_codes,
+            seed=seed,
+            known_labels=known,
+            **{**opts, "inits": run.check_inits(opts["inits"], None)},
+        )
+    # the budget and the progress setting travel with the fit: the post-fit steps (LOO) use them
+    fit.settings["max_memory_gib"] = limit
+    fit.settings["progress"] = bool(progress)
+    return fit
+
+
+def _check_distributed_gibbs_memory(data: Any, model: Model, opts: dict[str, Any]) -> None:
+    """The kept draws of the distributed Gibbs sampler (held by this process), against the budget."""
+    J, K = getattr(data, "n_raters", None), getattr(data, "n_categories", None)
+    if not (isinstance(J, int) and isinstance(K, int)):  # a Dask DataFrame: sizes known after partitioning
+        return
+    kept = opts["chains"] * (opts["draws"] // opts["thin"])
+    per_draw = K + (K * K if model.conjugate == "homogeneous" else J * K * K)
+    check_memory(
+        "the kept draws of pi and theta",
+        8.0 * kept * per_draw,
+        opts["max_memory_gib"],
+        ask=("thin", "draws", "chains"),
+        detail=f"{kept:,} kept draws x {per_draw:,} numbers x 8 bytes",
+    )
+
+
+def _check_em_memory(data: RatingData, limit: float) -> None:
+    """EM holds a few (units x K) arrays (class probabilities, log joints, work space) besides the data."""
+    I, K = data.n_units, data.n_categories
+    check_memory(
+        "EM's per-unit arrays (class probabilities and work space)",
+        8.0 * 4 * I * max(K, 8),
+        limit,
+        ask=("data_format",),
+        detail=f"about 4 arrays of {I:,} units x {max(K, 8)} numbers x 8 bytes",
     )

@@ -1,13 +1,43 @@
 """Model comparison by PSIS-LOO and WAIC on the per-item log-likelihood.
 
 Items are the unit of leave-one-out: all ratings of an item share its true
-class, so the Stan programs write ``log_lik[item]`` (for grouped data each
-pattern's value is repeated for each of its items).  PSIS-LOO is ArviZ's
-(``az.loo``, through :mod:`pyrater._arviz`, on ArviZ 0.x and 1.x alike); WAIC
-is computed here from the pointwise log-likelihood (ArviZ 1.x has no WAIC; the
-result equals ArviZ 0.x's ``az.waic``).  Both return an :class:`ELPD` with the
-same fields whatever the ArviZ line, and :func:`compare` returns a table with
-a fixed schema (see its docstring).
+class, so ``log_lik[item]`` is the marginal over the item's class (for grouped
+data each pattern's value is repeated for each of its items).
+
+How LOO is computed
+-------------------
+pyrater computes PSIS-LOO itself, in item chunks, with compiled kernels
+(:mod:`pyrater.models._fused`): per chunk of items the log-likelihood of every
+draw is read from the fit (when kept) or recomputed from the pi and theta
+draws (:meth:`pyrater.fits.DrawsFit.log_lik_units`), then each item's ratios
+are Pareto-smoothed (:func:`pyrater._psis.psislw`'s algorithm) and its
+``elpd_i`` taken.  The relative efficiency ``r_eff`` and the Pareto tail
+length are ArviZ's on the installed line (the mean "mean" ESS of every
+posterior entry over the draws; tail ``ceil(3 sqrt(S / r_eff))`` on ArviZ
+0.x, ``floor`` on 1.x), so the numbers equal ``az.loo`` / ``az.compare`` to
+rounding.  Memory is one chunk of ``draws x items`` doubles; a pattern of
+grouped data is computed once.
+
+**Subsampling LOO** (Magnusson, Andersen, Jonasson & Vehtari 2019, 2020;
+``loo_subsample`` in R's loo).  When the full ``items x draws`` log-likelihood
+would not fit the memory budget (``max_memory_gib``, default the fit's), exact
+PSIS-LOO is computed for a simple random sample of items drawn without
+replacement (``n_subsample``, default 2,000) and the sum over all items is
+estimated by the difference estimator with a cheap approximation for every
+item: the log predictive density at the posterior mean of pi and theta
+("plpd", one pass over the counts).  The result carries the usual standard
+error of elpd and the *subsampling* standard error, the error due to
+estimating from a sample (:attr:`ELPD.subsample_se`); ``method="exact"``
+forces exact LOO (chunked; slower, never more memory), ``method="subsample"``
+subsampling.  :func:`compare` uses the LOO already computed for each fit
+(``pyrater.loo(fit)`` keeps its last result on the fit), computes the missing
+ones the same way (subsampled fits share one sample of items), estimates
+``elpd_diff`` by the difference estimator on the paired pointwise
+differences (R's ``loo_compare`` for subsampled LOO) and says in the table
+how each was computed.
+
+WAIC is computed here from the pointwise log-likelihood in the same item
+chunks (ArviZ 1.x has no WAIC; the result equals ArviZ 0.x's ``az.waic``).
 
 Sign conventions (as in R's ``loo`` and ArviZ 1.x): ``elpd`` is on the log
 scale, higher is better; ``elpd_diff`` is each model's elpd minus the best
@@ -16,23 +46,42 @@ model's, so 0 for the best and negative for worse models.
 
 from __future__ import annotations
 
+import math
+import os
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from .._psis import n_pareto_tail
 from .._stacklevel import user_stacklevel
+from .._validation import GIB, check_choice, check_int, check_number
 from ..fits.base import Fit
 
-__all__ = ["ELPD", "loo", "waic", "compare", "COMPARE_COLUMNS", "PARETO_K_THRESHOLD", "WAIC_VARIANCE_THRESHOLD"]
+__all__ = [
+    "ELPD",
+    "loo",
+    "waic",
+    "compare",
+    "COMPARE_COLUMNS",
+    "PARETO_K_THRESHOLD",
+    "WAIC_VARIANCE_THRESHOLD",
+    "DEFAULT_SUBSAMPLE",
+]
 
 PARETO_K_THRESHOLD = 0.7
 #: WAIC is flagged (as ArviZ 0.x does) when a pointwise posterior variance of the log-likelihood exceeds this.
 WAIC_VARIANCE_THRESHOLD = 0.4
+#: items computed exactly by subsampling LOO unless ``n_subsample`` says otherwise
+DEFAULT_SUBSAMPLE = 2000
+#: the memory budget of LOO for fits that record none (GiB)
+DEFAULT_MEMORY_GIB = 1.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +114,19 @@ class ELPD:
         Posterior draws used (chains x draws).
     n_data_points : int
         N, the number of items.
+    method : {"exact", "subsample"}
+        ``"exact"``: every item's elpd computed; ``"subsample"``: subsampling
+        LOO, ``elpd_i`` and ``pareto_k`` hold the sampled items only and
+        ``elpd``, ``se`` and ``p`` are difference estimates.
+    subsample_se : float
+        Standard error of ``elpd`` due to subsampling (0 for exact LOO).
+    n_subsample : int
+        Items whose elpd was computed exactly (N for exact LOO).
+    elpd_approx_i : pandas.Series or None
+        Subsampling LOO: the approximation of every item's elpd (the log
+        predictive density at the posterior mean of pi and theta).
+    r_eff : float
+        Relative efficiency of the draws used for the Pareto tail (LOO).
 
     ``elpd_loo``, ``p_loo``, ``loo_i`` (LOO) and ``elpd_waic``, ``p_waic``,
     ``waic_i`` (WAIC) are aliases with ArviZ 0.x's names.
@@ -80,6 +142,11 @@ class ELPD:
     warning: bool
     n_samples: int
     n_data_points: int
+    method: str = "exact"
+    subsample_se: float = 0.0
+    n_subsample: int = 0
+    elpd_approx_i: pd.Series | None = None
+    r_eff: float = 1.0
 
     def _alias(self, kind: str, value):
         if self.kind != kind:
@@ -118,78 +185,420 @@ class ELPD:
 
     def __str__(self) -> str:
         name = "PSIS-LOO" if self.kind == "loo" else "WAIC"
-        lines = [
-            f"{name} on {self.n_data_points} items ({self.n_samples} draws)",
-            f"  elpd_{self.kind} = {self.elpd:.2f} (se {self.se:.2f}), p_{self.kind} = {self.p:.2f}",
-        ]
+        if self.method == "subsample":
+            head = (
+                f"{name} by subsampling on {self.n_data_points} items ({self.n_subsample} computed exactly, "
+                f"difference estimator with the plug-in approximation; {self.n_samples} draws)"
+            )
+        else:
+            head = f"{name} on {self.n_data_points} items ({self.n_samples} draws)"
+        lines = [head, f"  elpd_{self.kind} = {self.elpd:.2f} (se {self.se:.2f}), p_{self.kind} = {self.p:.2f}"]
+        if self.method == "subsample":
+            lines.append(f"  subsampling se of elpd_{self.kind}: {self.subsample_se:.2f}")
         if self.n_bad_k:
             what = "Pareto k > 0.7" if self.kind == "loo" else "posterior variance of log_lik > 0.4"
-            lines.append(f"  warning: {self.n_bad_k} item(s) with {what}")
+            among = " (among the sampled items)" if self.method == "subsample" else ""
+            lines.append(f"  warning: {self.n_bad_k} item(s) with {what}{among}")
         return "\n".join(lines)
 
 
-def _idata(fit: Fit):
-    from .. import _arviz
+# ------------------------------------------------------------ what LOO needs
+def _budget(fit: Fit, max_memory_gib: Any) -> float:
+    """The memory budget in bytes: the argument, else the fit's ``max_memory_gib``, else 1 GiB."""
+    if max_memory_gib is None:
+        max_memory_gib = (getattr(fit, "settings", None) or {}).get("max_memory_gib") or DEFAULT_MEMORY_GIB
+    return check_number("max_memory_gib", max_memory_gib, 0, strict_minimum=True) * GIB
 
+
+def _check_loo_input(fit: Any, name: str | None = None) -> Any:
+    """Everything LOO and WAIC need from ``fit``, checked before any work (one clear error each)."""
+    who = f"fit {name!r}" if name is not None else "the fit"
+    if not isinstance(fit, Fit):
+        raise TypeError(f"{who} must be a pyrater fit (from pyrater.fit), got {type(fit).__name__}")
     if not fit.has_draws:
         raise NotImplementedError(
-            f"LOO and WAIC need posterior draws; this is a {fit.method} fit. Refit with method='mcmc'."
+            f"LOO and WAIC need posterior draws; {who} is a {fit.method} fit (a point estimate). "
+            "Refit with method='gibbs' (Dawid-Skene family) or method='mcmc'."
         )
-    idata = fit.to_inference_data()
-    if not _arviz.has_group(idata, "log_likelihood"):
-        raise ValueError("the fit has no per-item log-likelihood; refit with log_lik=True")
-    return idata
+    if getattr(fit, "blocks", None) is not None and not hasattr(fit.data, "counts"):
+        raise NotImplementedError(
+            f"LOO and WAIC need the ratings in memory; {who} was fitted on distributed data. Collect a sample of "
+            "items into a RatingData (DistributedRatingData.head / compute) and refit it in memory."
+        )
+    if fit.data.n_units == 0:
+        raise ValueError(f"{who} has no rated items")
+    if getattr(fit, "has_log_lik", False):
+        return fit
+    draws_fit: Any = fit
+    try:
+        draws_fit._effective_draws()
+    except (KeyError, NotImplementedError):
+        raise ValueError(
+            f"{who} keeps no per-item log-likelihood and its {fit.model.title} model has no error matrices to "
+            "recompute it from; refit with log_lik=True (and, for the Gibbs sampler, a max_memory_gib that holds "
+            f"{_gib(8.0 * _n_draws(fit) * fit.data.n_units)} GiB of log_lik)"
+        ) from None
+    return fit
 
 
-def _item_index(idata) -> pd.Index:
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / GIB:.3g}"
+
+
+def _n_draws(fit: Any) -> int:
+    pi = np.asarray(fit.draws["pi"])
+    return int(pi.shape[0] * pi.shape[1])
+
+
+def _r_eff(fit: Any) -> float:
+    """ArviZ's relative efficiency: mean over every posterior entry of its "mean" ESS, over the draws (cached)."""
+    cached = fit.__dict__.get("_loo_r_eff")
+    if cached is not None:
+        return cached
+    from ..fits.diagnostics import ess_mean
+
+    pi = np.asarray(fit.draws["pi"])
+    C, S = pi.shape[:2]
+    if C == 1:
+        value = 1.0
+    else:
+        total, count = 0.0, 0
+        for key, arr in fit.draws.items():
+            if key == "log_lik":
+                continue
+            arr = np.asarray(arr)
+            flat = arr.reshape(C, S, -1)
+            if flat.shape[2] == 0:
+                continue
+            ess = ess_mean(flat)
+            total += float(ess.sum())
+            count += ess.size
+        value = total / count / (C * S) if count else 1.0
+    fit.__dict__["_loo_r_eff"] = value
+    return value
+
+
+def _tail_length(n_draws: int, r_eff: float) -> int:
+    """Pareto tail length of ArviZ's ``loo`` on the installed line.
+
+    ArviZ 0.x (and R's loo): ``ceil(min(S / 5, 3 sqrt(S / r_eff)))``; ArviZ 1.x
+    (``arviz_stats``): ``floor`` of the same.  The only version-specific rule
+    of this module (it would sit in :mod:`pyrater._arviz`).
+    """
     from .. import _arviz
 
-    return pd.Index(_arviz.group(idata, "log_likelihood")["log_lik"].coords["item"].values, name="item")
+    if _arviz.is_datatree_line():
+        if n_draws * r_eff > 225:
+            return int(math.floor(3.0 * math.sqrt(n_draws / r_eff)))
+        return int(math.floor(n_draws / 5.0))
+    return n_pareto_tail(n_draws, r_eff)
 
 
-def loo(fit: Fit, warn: bool = True) -> ELPD:
+def _threads() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _psis_rows(ll: np.ndarray, tail: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """elpd_i, Pareto k and lppd_i of every row of ``ll`` (units, S), rows split over threads."""
+    from ..models import _fused
+
+    n = ll.shape[0]
+    elpd, k, lppd = np.empty(n), np.empty(n), np.empty(n)
+    if n == 0:
+        return elpd, k, lppd
+    parts = _threads()
+    edges = np.linspace(0, n, min(parts, n) + 1).astype(int)
+    if len(edges) > 2:
+        with ThreadPoolExecutor(len(edges) - 1) as ex:
+            list(
+                ex.map(
+                    lambda a: _fused.psis_loo_rows(ll, edges[a], edges[a + 1], tail, elpd, k, lppd),
+                    range(len(edges) - 1),
+                )
+            )
+    else:
+        _fused.psis_loo_rows(ll, 0, n, tail, elpd, k, lppd)
+    return elpd, k, lppd
+
+
+def _unit_chunks(fit: Any, budget: float) -> int:
+    """Units per chunk: a quarter of the budget for the (units x draws) log-likelihood block, at least 64."""
+    return max(64, int(budget / 4 // (8.0 * _n_draws(fit))))
+
+
+def _exact_units(fit: Any, tail: int, budget: float, progress: bool) -> tuple[np.ndarray, ...]:
+    """Exact PSIS-LOO of every unit, in chunks: elpd_u, k_u, lppd_u."""
+    from .._quiet import progress_bar
+
+    I = fit.data.n_units
+    step = _unit_chunks(fit, budget)
+    S = _n_draws(fit)
+    elpd, k, lppd = (np.empty(I) for _ in range(3))
+    buf = np.empty((min(step, I), S))
+    with progress_bar(progress, I, "LOO", unit="unit") as bar:
+        for lo in range(0, I, step):
+            hi = min(I, lo + step)
+            ll = fit.log_lik_units((lo, hi), out=buf[: hi - lo])
+            elpd[lo:hi], k[lo:hi], lppd[lo:hi] = _psis_rows(ll, tail)
+            bar.update(hi - lo)
+    return elpd, k, lppd
+
+
+def _item_index(fit: Any) -> pd.Index:
+    """Item labels of the LOO unit (grouped data: 1 .. n_items in pattern order)."""
+    d = fit.data
+    if d.is_grouped:
+        return pd.RangeIndex(1, d.n_items + 1, name="item")
+    return pd.Index(d.unit_labels, name="item")
+
+
+def _expand(fit: Any, per_unit: np.ndarray) -> np.ndarray:
+    """Per-unit values repeated by the tallies: one value per item."""
+    d = fit.data
+    return np.repeat(per_unit, d.weight) if d.is_grouped else per_unit
+
+
+def _good_k(n_samples: int) -> float:
+    return min(1.0 - 1.0 / math.log10(n_samples), PARETO_K_THRESHOLD) if n_samples > 10 else PARETO_K_THRESHOLD
+
+
+def _warn_bad(items: pd.Index, bad: np.ndarray, among: str = "") -> None:
+    warnings.warn(
+        f"{bad.size} item(s){among} with Pareto k > {PARETO_K_THRESHOLD}: {list(items[bad][:10])}; "
+        "the PSIS-LOO estimate is unreliable for them (consider K-fold cross-validation)",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def _loo_exact(fit: Any, budget: float, warn: bool, progress: bool) -> ELPD:
+    S = _n_draws(fit)
+    r_eff = _r_eff(fit)
+    elpd_u, k_u, lppd_u = _exact_units(fit, _tail_length(S, r_eff), budget, progress)
+    elpd_i, k_i, lppd_i = (_expand(fit, v) for v in (elpd_u, k_u, lppd_u))
+    items = _item_index(fit)
+    bad = np.flatnonzero(k_i > PARETO_K_THRESHOLD)
+    if warn and bad.size:
+        _warn_bad(items, bad)
+    n = elpd_i.size
+    return ELPD(
+        kind="loo",
+        elpd=float(elpd_i.sum()),
+        se=float(np.sqrt(n * np.var(elpd_i))),  # ArviZ 0.x's; 1.x uses ddof=1
+        p=float(lppd_i.sum() - elpd_i.sum()),
+        elpd_i=pd.Series(elpd_i, index=items, name="elpd_loo_i"),
+        pareto_k=pd.Series(k_i, index=items, name="pareto_k"),
+        n_bad_k=int(bad.size),
+        warning=bool(bad.size or np.any(k_i > _good_k(S))),
+        n_samples=S,
+        n_data_points=n,
+        method="exact",
+        subsample_se=0.0,
+        n_subsample=n,
+        r_eff=r_eff,
+    )
+
+
+def _plpd_items(fit: Any) -> np.ndarray:
+    """The subsampling approximation of every item's elpd: ``log p(y_i | posterior mean of pi, theta)``."""
+    from ..models.kernels import class_log_posterior
+
+    pi, theta = fit._effective_draws()
+    pm, tm = pi.mean(axis=0), theta.mean(axis=0)
+    if tm.shape[0] == 1:
+        tm = np.broadcast_to(tm, (fit.data.n_raters, *tm.shape[1:]))
+    with np.errstate(divide="ignore"):
+        _, ll = class_log_posterior(fit.data.counts, np.log(pm), np.log(tm), known=fit.known)
+    return _expand(fit, ll)
+
+
+def _subsample_items(n_items: int, m: int, seed: int) -> np.ndarray:
+    """A simple random sample of ``m`` of ``n_items`` items without replacement, sorted (seeded)."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_items, size=m, replace=False))
+
+
+def _unit_of_item(fit: Any) -> np.ndarray:
+    d = fit.data
+    if d.is_grouped:
+        return np.repeat(np.arange(d.n_units, dtype=np.int64), d.weight)
+    return np.arange(d.n_units, dtype=np.int64)
+
+
+def _sampled_units_loo(fit: Any, units: np.ndarray, tail: int, progress: bool) -> tuple[np.ndarray, ...]:
+    """Exact elpd, k and lppd of the given (distinct, sorted) units."""
+    from .._quiet import progress_bar
+
+    S = _n_draws(fit)
+    if fit.has_log_lik:
+        arr = np.asarray(fit.draws["log_lik"])
+        ll = np.ascontiguousarray(arr.reshape(S, -1)[:, units].T)
+    else:
+        from ..models.kernels import draws_log_lik
+
+        pi, theta = fit._effective_draws()
+        counts = fit.data.counts[units]
+        known = None if fit.known is None else np.asarray(fit.known)[units]
+        with progress_bar(progress, S, "LOO (sampled items)", unit="draw") as bar:
+            ll = draws_log_lik(counts, pi, theta, known, progress=bar)
+    return _psis_rows(ll, tail)
+
+
+def srs_diff_est(approx: np.ndarray, y: np.ndarray, idx: np.ndarray) -> tuple[float, float, float]:
+    """Difference estimator of a total under simple random sampling without replacement.
+
+    Magnusson et al. (2020), equations (7)-(9) with the correction of their
+    supplementary material, as ``srs_diff_est`` in R's loo.
+
+    Parameters
+    ----------
+    approx : array (N,)
+        The approximation of every unit's value.
+    y : array (m,)
+        The exact values of the sampled units.
+    idx : int array (m,)
+        Their positions in ``approx``.
+
+    Returns
+    -------
+    total : float
+        Estimate of ``sum_i y_i``.
+    var_total : float
+        Variance of that estimate due to subsampling (its square root is the subsampling SE).
+    var_y : float
+        Estimate of ``N * var(y_i)`` over all units (its square root is the usual SE of the total).
+    """
+    N, m = approx.size, y.size
+    e = y - approx[idx]
+    t_pi = float(approx.sum())
+    t_pi2 = float((approx**2).sum())
+    t_e = N * float(e.mean())
+    t_eps = N * float(np.mean(y**2 - approx[idx] ** 2))
+    total = t_pi + t_e
+    var_total = N**2 * (1 - m / N) * float(np.var(e, ddof=1)) / m if m > 1 else float("nan")
+    var_y = (t_pi2 + t_eps) - (1.0 / N) * (t_e**2 - var_total + 2 * t_pi * total - t_pi**2)
+    return total, var_total, var_y
+
+
+def _loo_subsample(fit: Any, items_idx: np.ndarray, warn: bool, progress: bool) -> ELPD:
+    S = _n_draws(fit)
+    r_eff = _r_eff(fit)
+    approx = _plpd_items(fit)
+    N = approx.size
+    units_of = _unit_of_item(fit)[items_idx]
+    units, inverse = np.unique(units_of, return_inverse=True)
+    elpd_u, k_u, lppd_u = _sampled_units_loo(fit, units, _tail_length(S, r_eff), progress)
+    y, k, p_i = elpd_u[inverse], k_u[inverse], (lppd_u - elpd_u)[inverse]
+    total, var_total, var_y = srs_diff_est(approx, y, items_idx)
+    m = y.size
+    p_hat = N * float(p_i.mean())
+    all_items = _item_index(fit)
+    items = all_items[items_idx]
+    bad = np.flatnonzero(k > PARETO_K_THRESHOLD)
+    if warn and bad.size:
+        _warn_bad(items, bad, among=" among the sampled items")
+    return ELPD(
+        kind="loo",
+        elpd=float(total),
+        se=float(np.sqrt(max(var_y, 0.0))),
+        p=p_hat,
+        elpd_i=pd.Series(y, index=items, name="elpd_loo_i"),
+        pareto_k=pd.Series(k, index=items, name="pareto_k"),
+        n_bad_k=int(bad.size),
+        warning=bool(bad.size or np.any(k > _good_k(S))),
+        n_samples=S,
+        n_data_points=N,
+        method="subsample",
+        subsample_se=float(np.sqrt(var_total)) if m < N else 0.0,
+        n_subsample=m,
+        elpd_approx_i=pd.Series(approx, index=all_items, name="elpd_loo_approx_i"),
+        r_eff=r_eff,
+    )
+
+
+def _loo_plan(fit: Any, method: str, budget: float) -> str:
+    """``"exact"`` or ``"subsample"``: auto is exact when the (units x draws) log-likelihood fits the budget."""
+    if method != "auto":
+        return method
+    return "exact" if 8.0 * _n_draws(fit) * fit.data.n_units <= budget else "subsample"
+
+
+def _subsample_size(n_items: int, n_subsample: Any) -> int:
+    if n_subsample is None:
+        return min(DEFAULT_SUBSAMPLE, n_items)
+    return min(check_int("n_subsample", n_subsample, 2), n_items)
+
+
+def _default_seed(fit: Any) -> int:
+    seed = (getattr(fit, "settings", None) or {}).get("seed")
+    return int(seed) if isinstance(seed, (int, np.integer)) else 0
+
+
+def loo(
+    fit: Fit,
+    warn: bool = True,
+    *,
+    method: str = "auto",
+    n_subsample: int | None = None,
+    seed: int | None = None,
+    max_memory_gib: float | None = None,
+    progress: bool | None = None,
+) -> ELPD:
     """PSIS-LOO expected log predictive density, items as the unit.
 
     Parameters
     ----------
     fit : Fit
-        A fit with draws and a per-item log-likelihood (MCMC).
+        A fit with posterior draws (``"gibbs"``, ``"mcmc"``, ``"pathfinder"``).
+        Its per-item log-likelihood is read from the fit when kept, else
+        recomputed from the pi and theta draws.
     warn : bool
         Warn, naming the items, when some Pareto k > 0.7.
+    method : {"auto", "exact", "subsample"}
+        ``"exact"``: every item, in chunks; ``"subsample"``: subsampling LOO
+        with the difference estimator (see the module notes); ``"auto"``
+        (default): exact when the whole ``items x draws`` log-likelihood
+        (8 bytes a value) fits ``max_memory_gib``, else subsampling.
+    n_subsample : int, optional
+        Items computed exactly by subsampling LOO (default 2,000, or every
+        item when there are fewer).
+    seed : int, optional
+        Seed of the subsample (default the fit's seed).
+    max_memory_gib : float, optional
+        Memory budget (default: the fit's ``max_memory_gib``, else 1 GiB).
+    progress : bool, optional
+        Progress bar (default: the fit's setting).
 
     Returns
     -------
     ELPD
         ``kind="loo"``: ``elpd``, ``se``, ``p``, pointwise ``elpd_i`` and
-        ``pareto_k`` (Series over items) and ``n_bad_k``, the number of items
-        with Pareto k > 0.7, for which the PSIS estimate is unreliable.
-    """
-    from .. import _arviz
+        ``pareto_k`` (Series over items; the sampled items when subsampled),
+        ``n_bad_k``, the number of items with Pareto k > 0.7, for which the
+        PSIS estimate is unreliable, and ``method``, ``subsample_se``,
+        ``n_subsample``.  The result is also kept on the fit for
+        :func:`compare`.
 
-    idata = _idata(fit)
-    res = _arviz.loo(idata, "log_lik")
-    items = _item_index(idata)
-    k = pd.Series(res.pareto_k, index=items, name="pareto_k")
-    bad = np.flatnonzero(res.pareto_k > PARETO_K_THRESHOLD)
-    if warn and bad.size:
-        warnings.warn(
-            f"{bad.size} item(s) with Pareto k > {PARETO_K_THRESHOLD}: {list(items[bad][:10])}; "
-            "the PSIS-LOO estimate is unreliable for them (consider K-fold cross-validation)",
-            UserWarning,
-            stacklevel=user_stacklevel(),
-        )
-    return ELPD(
-        kind="loo",
-        elpd=res.elpd,
-        se=float(np.sqrt(res.elpd_i.size * np.var(res.elpd_i))),  # ArviZ 0.x's; 1.x uses ddof=1
-        p=res.p,
-        elpd_i=pd.Series(res.elpd_i, index=items, name="elpd_loo_i"),
-        pareto_k=k,
-        n_bad_k=int(bad.size),
-        warning=bool(res.warning or bad.size),
-        n_samples=res.n_samples,
-        n_data_points=res.n_data_points,
-    )
+    Examples
+    --------
+    >>> res = pyrater.loo(fit)                      # doctest: +SKIP
+    >>> res.method, res.elpd, res.se, res.subsample_se  # doctest: +SKIP
+    """
+    f: Any = _check_loo_input(fit)
+    method = check_choice("method", method, ("auto", "exact", "subsample"))
+    budget = _budget(f, max_memory_gib)
+    n_items = f.data.n_items
+    m = _subsample_size(n_items, n_subsample)
+    seed = _default_seed(f) if seed is None else seed
+    if progress is None:
+        progress = bool(getattr(f, "_progress", True))
+    plan = _loo_plan(f, method, budget)
+    if plan == "exact" or m >= n_items and method == "auto":
+        res = _loo_exact(f, budget, warn, progress)
+    else:
+        res = _loo_subsample(f, _subsample_items(n_items, m, seed), warn, progress)
+    f.__dict__["_loo_result"] = res
+    return res
 
 
 def waic_arrays(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -213,26 +622,41 @@ def waic_arrays(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lppd_i - p_i, p_i
 
 
-def waic(fit: Fit) -> ELPD:
+def waic(fit: Fit, *, max_memory_gib: float | None = None, progress: bool | None = None) -> ELPD:
     """WAIC (widely applicable information criterion) on the per-item log-likelihood.
 
-    Computed by pyrater from the draws (ArviZ 1.x has no WAIC); equal to
-    ArviZ 0.x's ``az.waic``.  ``se = sqrt(N * var(elpd_i))``; ``n_bad_k``
-    counts items whose posterior variance of the log-likelihood exceeds 0.4,
-    where WAIC is unreliable (prefer :func:`loo`).
+    Computed by pyrater from the draws in item chunks (ArviZ 1.x has no
+    WAIC); equal to ArviZ 0.x's ``az.waic``.  ``se = sqrt(N * var(elpd_i))``;
+    ``n_bad_k`` counts items whose posterior variance of the log-likelihood
+    exceeds 0.4, where WAIC is unreliable (prefer :func:`loo`).  Every item
+    is computed (WAIC has no subsampling version here).
 
     Returns
     -------
     ELPD
         ``kind="waic"``, ``pareto_k=None``.
     """
-    from .. import _arviz
+    f: Any = _check_loo_input(fit)
+    budget = _budget(f, max_memory_gib)
+    if progress is None:
+        progress = bool(getattr(f, "_progress", True))
+    from .._quiet import progress_bar
 
-    idata = _idata(fit)
-    ll = _arviz.group(idata, "log_likelihood")["log_lik"]
-    values = ll.transpose("chain", "draw", "item").to_numpy()
-    S = values.shape[0] * values.shape[1]
-    elpd_i, p_i = waic_arrays(values.reshape(S, -1))
+    I = f.data.n_units
+    S = _n_draws(f)
+    if S < 2:
+        raise ValueError(f"WAIC needs at least 2 posterior draws; the fit has {S}")
+    step = _unit_chunks(f, budget)
+    lppd, var = np.empty(I), np.empty(I)
+    buf = np.empty((min(step, I), S))
+    with progress_bar(progress, I, "WAIC", unit="unit") as bar:
+        for lo in range(0, I, step):
+            hi = min(I, lo + step)
+            ll = f.log_lik_units((lo, hi), out=buf[: hi - lo])
+            lppd[lo:hi] = logsumexp(ll, axis=1) - np.log(S)
+            var[lo:hi] = np.var(ll, axis=1)
+            bar.update(hi - lo)
+    elpd_i, p_i = _expand(f, lppd - var), _expand(f, var)
     n = elpd_i.size
     n_bad = int((p_i > WAIC_VARIANCE_THRESHOLD).sum())
     return ELPD(
@@ -240,12 +664,13 @@ def waic(fit: Fit) -> ELPD:
         elpd=float(elpd_i.sum()),
         se=float(np.sqrt(n * np.var(elpd_i))),
         p=float(p_i.sum()),
-        elpd_i=pd.Series(elpd_i, index=_item_index(idata), name="elpd_waic_i"),
+        elpd_i=pd.Series(elpd_i, index=_item_index(f), name="elpd_waic_i"),
         pareto_k=None,
         n_bad_k=n_bad,
         warning=bool(n_bad),
         n_samples=S,
         n_data_points=n,
+        n_subsample=n,
     )
 
 
@@ -285,15 +710,84 @@ def stacking_weights(elpd_i: np.ndarray) -> np.ndarray:
 COMPARE_COLUMNS = ("rank", "elpd_<ic>", "p_<ic>", "elpd_diff", "dse", "se", "weight", "warning", "n_bad_k")
 
 
-def compare(fits: Mapping[str, Fit], ic: str = "loo") -> pd.DataFrame:
+def _positions(res: ELPD, fit: Any) -> np.ndarray:
+    """Positions (0 .. N-1) of the items whose elpd ``res`` computed exactly."""
+    if res.method == "exact":
+        return np.arange(res.n_data_points)
+    return _item_index(fit).get_indexer(res.elpd_i.index)
+
+
+def _approx(res: ELPD) -> np.ndarray:
+    """Every item's elpd: exact values for exact LOO, the approximation for subsampled LOO."""
+    if res.method == "exact" or res.elpd_approx_i is None:
+        return res.elpd_i.to_numpy()
+    return res.elpd_approx_i.to_numpy()
+
+
+def _diff(best: ELPD, other: ELPD, pos: dict[int, np.ndarray], ids: tuple[int, int]) -> tuple[float, float, float]:
+    """``elpd(other) - elpd(best)``, its SE and its subsampling SE.
+
+    Both exact: the paired pointwise differences (ArviZ's ``dse``).  Otherwise
+    the difference estimator on the pointwise differences over the items both
+    computed exactly, with the difference of the approximations for the rest
+    (R's ``loo_compare`` for subsampled LOO); with no items in common, the
+    naive combination of the two standard errors.
+    """
+    if best.method == "exact" and other.method == "exact":
+        d = other.elpd_i.to_numpy() - best.elpd_i.to_numpy()
+        return other.elpd - best.elpd, float(np.sqrt(d.size * np.var(d))), 0.0
+    pb, po = pos[ids[0]], pos[ids[1]]
+    common = np.intersect1d(pb, po)
+    if common.size < 2:
+        warnings.warn(
+            "the two LOO results share fewer than 2 sampled items; the SE of elpd_diff combines the two SEs "
+            "(compute both with the same n_subsample and seed, or let compare compute them)",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return (
+            other.elpd - best.elpd,
+            float(np.hypot(best.se, other.se)),
+            float(np.hypot(best.subsample_se, other.subsample_se)),
+        )
+    yb = pd.Series(best.elpd_i.to_numpy(), index=pb).loc[common].to_numpy()
+    yo = pd.Series(other.elpd_i.to_numpy(), index=po).loc[common].to_numpy()
+    total, var_total, var_y = srs_diff_est(_approx(other) - _approx(best), yo - yb, common)
+    sub = float(np.sqrt(var_total)) if common.size < best.n_data_points else 0.0
+    return total, float(np.sqrt(max(var_y, 0.0))), sub
+
+
+def compare(
+    fits: Mapping[str, Fit],
+    ic: str = "loo",
+    *,
+    method: str | None = None,
+    n_subsample: int | None = None,
+    seed: int | None = None,
+    max_memory_gib: float | None = None,
+) -> pd.DataFrame:
     """Rank fits by expected log predictive density, items as the unit.
+
+    Everything each fit needs (posterior draws, the same data and known
+    items, a log-likelihood kept or recomputable, valid arguments) is checked
+    before any LOO is computed.
 
     Parameters
     ----------
     fits : dict
-        ``{name: fit}``, at least two MCMC fits of the same data (and the same
-        known items).
+        ``{name: fit}``, at least two fits with draws of the same data (and
+        the same known items).
     ic : {"loo", "waic"}
+    method : {"auto", "exact", "subsample"}, optional
+        How to compute LOO for each fit (see :func:`loo`).  Default: the LOO
+        already computed for a fit (``pyrater.loo(fit)`` keeps its last
+        result) is used as it is; the missing ones are computed the same way
+        (subsampled on the same items as an existing subsampled result), or,
+        when none exists, exactly if every fit's ``items x draws``
+        log-likelihood fits its memory budget and otherwise all by
+        subsampling on one shared sample of items.
+    n_subsample, seed, max_memory_gib
+        As in :func:`loo`, for the LOO computed here.
 
     Returns
     -------
@@ -311,21 +805,33 @@ def compare(fits: Mapping[str, Fit], ic: str = "loo") -> pd.DataFrame:
             (the sign of R's ``loo_compare`` and ArviZ 1.x).
         ``dse``
             Standard error of ``elpd_diff``: ``sqrt(N * var(elpd_i - elpd_i(best)))``
-            from the paired pointwise differences.
+            from the paired pointwise differences (subsampled LOO: the
+            difference estimator's, see :func:`loo`).
         ``weight``
-            Stacking weights (Yao et al. 2018), summing to 1.
+            Stacking weights (Yao et al. 2018), summing to 1 (subsampled
+            LOO: from the items every model computed exactly).
         ``warning``
             True when the model's estimate is unreliable: for LOO some item
             has Pareto k > 0.7, for WAIC some item's posterior variance of the
             log-likelihood exceeds 0.4 (then prefer LOO).
         ``n_bad_k``
             How many items triggered ``warning``.
+
+        When some LOO was computed by subsampling, three columns follow:
+        ``method`` (``"exact"`` or ``"subsample"``), ``subsampling_se``
+        (of ``elpd_loo``) and ``subsampling_dse`` (of ``elpd_diff``).
+        ``table.attrs["method"]`` always says how each LOO was computed.
     """
-    if ic not in ("loo", "waic"):
-        raise ValueError(f"ic must be 'loo' or 'waic', got {ic!r}")
+    ic = check_choice("ic", ic, ("loo", "waic"))
+    if not isinstance(fits, Mapping):
+        raise TypeError(f"fits must be a dict {{name: fit}}, got {type(fits).__name__}")
     if len(fits) < 2:
-        raise ValueError("compare needs at least two fits")
+        raise ValueError(f"compare needs at least two fits, got {len(fits)}")
+    if method is not None:
+        method = check_choice("method", method, ("auto", "exact", "subsample"))
     names = list(fits)
+    for name in names:
+        _check_loo_input(fits[name], name)
     first = fits[names[0]]
     for name in names[1:]:
         if not _same_data(first, fits[name]):
@@ -333,26 +839,74 @@ def compare(fits: Mapping[str, Fit], ic: str = "loo") -> pd.DataFrame:
                 f"fits {names[0]!r} and {name!r} were made on different data (or different known items); "
                 "LOO comparisons are only meaningful on the same data"
             )
-    results = {name: (loo(f, warn=False) if ic == "loo" else waic(f)) for name, f in fits.items()}
+    budgets = {name: _budget(f, max_memory_gib) for name, f in fits.items()}
+    n_items = first.data.n_items
+    m = _subsample_size(n_items, n_subsample)
+    if seed is None:
+        seed = _default_seed(first)
+
+    if ic == "waic":
+        results = {name: waic(f, max_memory_gib=max_memory_gib) for name, f in fits.items()}
+    else:
+        found = {} if method is not None else {n: fits[n].__dict__.get("_loo_result") for n in names}
+        cached: dict[str, ELPD] = {n: r for n, r in found.items() if r is not None}
+        shared = next((r for r in cached.values() if r.method == "subsample"), None)
+        if shared is not None:
+            sample = _positions(shared, fits[next(n for n, r in cached.items() if r is shared)])
+            plan = "subsample"
+        elif cached:
+            sample, plan = None, "exact"
+        else:
+            plans = {_loo_plan(f, method or "auto", budgets[n]) for n, f in fits.items()}
+            plan = "subsample" if "subsample" in plans and m < n_items else "exact"
+            sample = _subsample_items(n_items, m, seed) if plan == "subsample" else None
+        results = {}
+        for name in names:
+            f = fits[name]
+            if name in cached:
+                results[name] = cached[name]
+                continue
+            progress = bool(getattr(f, "_progress", True))
+            if plan == "exact":
+                res = _loo_exact(f, budgets[name], False, progress)
+            else:
+                assert sample is not None
+                res = _loo_subsample(f, sample, False, progress)
+            f.__dict__["_loo_result"] = res
+            results[name] = res
+
     order = sorted(names, key=lambda n: -results[n].elpd)
     best = results[order[0]]
-    pointwise = np.column_stack([results[n].elpd_i.to_numpy() for n in order])
+    pos = {i: _positions(results[n], fits[n]) for i, n in enumerate(order)}
+    subsampled = any(r.method == "subsample" for r in results.values())
+    if subsampled:
+        common = pos[0]
+        for i in range(1, len(order)):
+            common = np.intersect1d(common, pos[i])
+        pointwise = np.column_stack(
+            [pd.Series(results[n].elpd_i.to_numpy(), index=pos[i]).loc[common].to_numpy() for i, n in enumerate(order)]
+        )
+    else:
+        pointwise = np.column_stack([results[n].elpd_i.to_numpy() for n in order])
     weights = stacking_weights(pointwise)
     rows = []
     for rank, name in enumerate(order):
         res = results[name]
-        diff_i = res.elpd_i.to_numpy() - best.elpd_i.to_numpy()
-        rows.append(
-            {
-                "rank": rank,
-                f"elpd_{ic}": res.elpd,
-                f"p_{ic}": res.p,
-                "elpd_diff": res.elpd - best.elpd,
-                "dse": float(np.sqrt(diff_i.size * np.var(diff_i))),
-                "se": res.se,
-                "weight": float(weights[rank]),
-                "warning": bool(res.warning),
-                "n_bad_k": res.n_bad_k,
-            }
-        )
-    return pd.DataFrame(rows, index=pd.Index(order))
+        diff, dse, sub_dse = (0.0, 0.0, 0.0) if rank == 0 else _diff(best, res, pos, (0, rank))
+        row: dict[str, Any] = {
+            "rank": rank,
+            f"elpd_{ic}": res.elpd,
+            f"p_{ic}": res.p,
+            "elpd_diff": diff,
+            "dse": dse,
+            "se": res.se,
+            "weight": float(weights[rank]),
+            "warning": bool(res.warning),
+            "n_bad_k": res.n_bad_k,
+        }
+        if subsampled:
+            row.update(method=res.method, subsampling_se=res.subsample_se, subsampling_dse=sub_dse)
+        rows.append(row)
+    table = pd.DataFrame(rows, index=pd.Index(order))
+    table.attrs["method"] = {n: results[n].method for n in order}
+    return table

@@ -29,7 +29,7 @@ import xarray as xr
 from ..data.ratings import RatingData
 from ..models import Model
 
-__all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load"]
+__all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load", "SUMMARY_MAX_ROWS"]
 
 DEFAULT_PROB = 0.9
 Which = Literal["pi", "theta", "z"]
@@ -67,9 +67,22 @@ def parameter_names(data: RatingData) -> tuple[list[str], list[str]]:
     return pi_names, theta_names
 
 
+#: ``print(summary)`` lists every row of a table up to this many rows, else a bounded view
+SUMMARY_MAX_ROWS = 40
+#: rows of the bounded view: the parameters with the largest Rhat (or widest intervals), the least certain items
+SUMMARY_SHOW_ROWS = 10
+
+
 @dataclass(frozen=True)
 class FitSummary:
     """What :meth:`Fit.summary` returns; ``print()`` it for a readable report.
+
+    Printing shows a bounded view, like pandas' repr of a long frame: every
+    row of a short table, and of a long one the rows worth a look first
+    (pi; the parameters with the largest Rhat, or the widest intervals when
+    there is no Rhat; the items whose class is least certain), with a line
+    saying how many rows are left out.  The full tables are the attributes
+    :attr:`parameters` and :attr:`classes`.
 
     Attributes
     ----------
@@ -95,7 +108,48 @@ class FitSummary:
     parameters: pd.DataFrame
     classes: pd.DataFrame
 
+    def parameters_view(self, n: int = SUMMARY_SHOW_ROWS) -> pd.DataFrame:
+        """The parameters a reader should see first: all rows of a short table, else pi and the ``n`` most doubtful.
+
+        Most doubtful: the largest Rhat when the table has one, else the widest
+        interval, else (a point estimate) the first rows.
+        """
+        table = self.parameters
+        if len(table) <= SUMMARY_MAX_ROWS:
+            return table
+        is_pi = table.index.str.startswith("pi[")
+        rest = table[~is_pi]
+        if "rhat" in rest.columns and rest["rhat"].notna().any():
+            pick = rest.sort_values("rhat", ascending=False, na_position="last").head(n)
+        elif rest.shape[1] >= 3 and "mean" in rest.columns:
+            width = rest.iloc[:, 2] - rest.iloc[:, 1]
+            pick = rest.loc[width.sort_values(ascending=False).index[:n]]
+        else:
+            pick = rest.head(n)
+        return pd.concat([table[is_pi], pick])
+
+    def classes_view(self, n: int = SUMMARY_SHOW_ROWS) -> pd.DataFrame:
+        """All items of a short table, else the ``n`` whose most probable class is least certain."""
+        table = self.classes
+        if len(table) <= SUMMARY_MAX_ROWS // 2:
+            return table
+        probs = table.drop(columns="z", errors="ignore").to_numpy(dtype=float)
+        top = np.nanmax(probs, axis=1) if probs.size else np.zeros(len(table))
+        order = np.argsort(top, kind="stable")[:n]
+        return table.iloc[order]
+
     def __str__(self) -> str:
+        return self.to_string()
+
+    def to_string(self, full: bool = False) -> str:
+        """The report as text: bounded tables (as ``print(summary)``), or every row with ``full=True``.
+
+        Parameters
+        ----------
+        full : bool, default False
+            Print every parameter and every item instead of pi, the most doubtful
+            parameters and the least certain items (what a file report wants).
+        """
         lines = [f"{self.model} fitted by {self.method}"]
         for key, value in self.info.items():
             lines.append(f"  {key}: {value}")
@@ -108,9 +162,30 @@ class FitSummary:
                 else (f"array of shape {arr.shape}, range [{arr.min():.3g}, {arr.max():.3g}]")
             )
             lines.append(f"  {key}: {text}")
-        with pd.option_context("display.max_rows", 40, "display.width", 120):
-            lines += ["Parameters:", self.parameters.round(3).to_string()]
-            lines += ["Classes:", self.classes.round(3).to_string()]
+        if full:
+            params, classes = self.parameters, self.classes
+        else:
+            params, classes = self.parameters_view(), self.classes_view()
+        max_rows = None if full else SUMMARY_MAX_ROWS + 20
+        with pd.option_context("display.max_rows", max_rows, "display.width", 120):
+            lines += ["Parameters:", params.round(3).to_string()]
+            if len(params) < len(self.parameters):
+                what = (
+                    "largest Rhat"
+                    if "rhat" in params.columns and params["rhat"].notna().any()
+                    else "widest intervals"
+                    if "mean" in params.columns
+                    else "first rows"
+                )
+                lines.append(
+                    f"  ... pi and the {len(params) - int(params.index.str.startswith('pi[').sum())} parameters "
+                    f"with the {what} of {len(self.parameters):,}; all: summary.parameters"
+                )
+            lines += ["Classes:", classes.round(3).to_string()]
+            if len(classes) < len(self.classes):
+                lines.append(
+                    f"  ... the {len(classes)} least certain of {len(self.classes):,} items; all: summary.classes"
+                )
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:  # pragma: no cover - notebook display
@@ -343,7 +418,17 @@ class Fit:
         the rating data (group ``rating_data``: codes, labels and tallies) and
         a JSON settings block (root attribute ``pyrater_fit``: model, priors,
         method, engine, seed, known items, settings, versions, format name and
-        version); the layout is described in :mod:`pyrater.fitfile`.
+        version, with its SHA-256 beside it); the layout is described in
+        :mod:`pyrater.fits.fitfile`.
+
+        Every number is stored in checksummed chunks of whole draws; integers
+        are compressed, floating-point draws stored as they are, so the file
+        takes about 8 bytes per kept number (``8 x chains x draws x (K +
+        J*K*K)`` for Dawid-Skene, plus ``8 x chains x draws x items`` when the
+        fit keeps ``log_lik``) and a few bytes per rating.  The file is
+        written under a temporary name and moved into place when complete.
+        (``pyrater.fits.fitfile.save_fit(fit, path, log_lik=False)`` leaves
+        the per-item log-likelihood out.)
 
         It opens without pyrater:
 
@@ -370,31 +455,37 @@ class Fit:
     def _diagnostics_table(self) -> pd.DataFrame | None:
         return None
 
+    def _interval_table(self, prob: float) -> pd.DataFrame:
+        """Fits with draws: mean and central ``prob`` interval per parameter (see :class:`DrawsFit`)."""
+        raise NotImplementedError
+
     def summary(self, prob: float = DEFAULT_PROB) -> FitSummary:
         """Model, priors and method; a table of pi and theta; classes per item.
 
         For fits with draws the table has the posterior mean, the central
         ``prob`` interval, ``rhat`` and ``ess_bulk``; otherwise the point
-        estimate.
+        estimate.  ``print()`` shows a bounded view (pi, the parameters with
+        the largest Rhat, the least certain items); the full tables are
+        ``summary.parameters`` and ``summary.classes``.
+
+        At crowd scale every part is a compiled pass with bounded memory: the
+        class probabilities one fused pass over the counts per draw, the means,
+        intervals, Rhat and ESS one sort per parameter; both are cached on the
+        fit, so a second ``summary()`` (or ``mcmc_diagnostics()``,
+        ``class_probabilities()``) costs nothing.
         """
-        pi_names, theta_names = parameter_names(self.data)
-        index = pd.Index(pi_names + theta_names, name="parameter")
+        if not 0 < prob < 1:
+            raise ValueError(f"prob must be in (0, 1), got {prob!r}")
         if self.has_draws:
-            pi, theta = self._draws()
-            flat = np.concatenate([pi, theta.reshape(theta.shape[0], -1)], axis=1)
-            lo, hi = (1 - prob) / 2, (1 + prob) / 2
-            table = pd.DataFrame(
-                {
-                    "mean": flat.mean(axis=0),
-                    f"{100 * lo:g}%": np.quantile(flat, lo, axis=0),
-                    f"{100 * hi:g}%": np.quantile(flat, hi, axis=0),
-                },
-                index=index,
-            )
+            n_rows = sum(len(names) for names in parameter_names(self.data))
+            table = self._interval_table(prob).iloc[:n_rows]  # pi and theta (the model's own parameters follow)
             diag = self._diagnostics_table()
             if diag is not None:
-                table = table.join(diag[["rhat", "ess_bulk"]])
+                rhat, ess = (diag[c].to_numpy()[:n_rows] for c in ("rhat", "ess_bulk"))
+                table = table.assign(rhat=rhat, ess_bulk=ess)
         else:
+            pi_names, theta_names = parameter_names(self.data)
+            index = pd.Index(pi_names + theta_names, name="parameter")
             pi, theta = self._point()
             table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
         return FitSummary(
@@ -417,20 +508,37 @@ class Fit:
 def load(path: str | Path, allow_pickle: bool = False) -> Fit:
     """Load a fit saved with ``fit.save(path)``.
 
+    Reads only the parts the fit needs and checks every part against the
+    others before using it (labels, codes, draws, priors, settings; see
+    :mod:`pyrater.fits.fitfile` and the repository's ``SECURITY.md``); the
+    memory the file's arrays would take is checked from their declared sizes
+    before anything is read (at most 4 GiB: for a larger file you trust, use
+    ``pyrater.fits.fitfile.load_fit(path, max_memory_gib=...)``).
+
     Parameters
     ----------
     path : str or Path
+        A regular file (a FIFO, device or directory is refused without blocking).
     allow_pickle : bool
         Also read a pickle written by pyrater 0.1.  **Warning**: reading a
         pickle runs whatever code the file carries; use only on files you
         trust, and re-save the fit at once (``fit.save("fit.nc")``).
 
+    Returns
+    -------
+    Fit
+        The class that was saved, answering every accessor with the same numbers.
+
     Raises
     ------
     pyrater.FitFileError
-        (a ``ValueError``) naming the problem: not a pyrater fit file,
-        truncated or corrupted, written by a newer format version, or a 0.1
-        pickle without ``allow_pickle=True``.
+        (a ``ValueError``) naming the file, the part and the problem: not a
+        pyrater fit file or not a regular file, truncated, corrupted or
+        inconsistent, larger than the memory limit, written by a newer format
+        version, or a 0.1 pickle without ``allow_pickle=True``.  Any other
+        exception while reading becomes one too.
+    FileNotFoundError, PermissionError
+        No file at ``path``, or no permission to read it.
     """
     from .fitfile import load_fit
 

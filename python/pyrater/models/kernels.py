@@ -2,7 +2,22 @@
 
 Every method that needs ``P(z_i = k | ratings, pi, theta)`` (the EM E-step, the
 Rao-Blackwellised class probabilities after MCMC, optimisation fits, posterior
-prediction) calls the functions here.  They are pure numpy/scipy, free of pandas.
+prediction) calls the functions here.  They are free of pandas: the plug-in
+functions are numpy/scipy; the functions over posterior draws
+(:func:`draws_class_probabilities`, :func:`draws_log_lik`) run the compiled fused
+pass of :mod:`pyrater.models._fused` (numba, loaded when first used) over chunks
+of draws, in threads over the units, with bounded memory.
+
+Draws of any model family
+-------------------------
+The draws-based functions take ``pi`` draws ``(S, K)`` and an *effective*
+per-rater error matrix ``theta`` ``(S, J, K, K)`` (or ``(S, 1, K, K)``: one
+matrix shared by all raters, as the homogeneous model).  Every family whose
+ratings are independent given the true class and whose parameters determine
+such a ``theta`` (Dawid-Skene, class-conditional, homogeneous, hierarchical,
+and families such as MACE, one-coin, pooled or community models) reuses them
+unchanged: it only has to hand over its ``pi`` and effective ``theta`` draws
+(:meth:`pyrater.fits.DrawsFit._effective_draws`).
 
 Notation
 --------
@@ -23,6 +38,10 @@ the product, so ``log theta = -inf`` for an unobserved rating is harmless.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
@@ -32,8 +51,16 @@ __all__ = [
     "log_joint",
     "class_log_posterior",
     "rao_blackwell_class_probabilities",
+    "draws_class_probabilities",
+    "draws_log_lik",
     "soft_majority_vote",
+    "DRAW_CHUNK_BYTES",
 ]
+
+#: bytes of the padded log tables of one chunk of draws in the fused pass (J*K*8*8 bytes a draw)
+DRAW_CHUNK_BYTES = 2 * 2**20
+#: units per tile of the fused pass (their running sums stay in the L2 cache over a chunk of draws)
+UNIT_TILE = 8192
 
 
 def log_theta_matrix(log_theta: np.ndarray) -> np.ndarray:
@@ -160,6 +187,221 @@ def rao_blackwell_class_probabilities(
         lj -= logsumexp(lj, axis=2, keepdims=True)
         total += np.exp(lj).sum(axis=1)
     return total / S
+
+
+def _n_threads(n_threads: int | None) -> int:
+    return max(1, min(2, os.cpu_count() or 1)) if n_threads is None else max(1, int(n_threads))
+
+
+class _Counts:
+    """The CSR arrays of a count matrix as the compiled kernels take them."""
+
+    def __init__(self, counts: sp.spmatrix, known: np.ndarray | None) -> None:
+        counts = sp.csr_matrix(counts)
+        self.shape = counts.shape
+        self.indptr = np.ascontiguousarray(counts.indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(counts.indices)
+        self.data = np.ascontiguousarray(counts.data, dtype=np.float64)
+        self.known = np.empty(0, np.int64) if known is None else np.ascontiguousarray(np.asarray(known), dtype=np.int64)
+
+    def ranges(self, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+        """``[lo, hi)`` split into ``parts`` ranges of about equal stored counts."""
+        if parts <= 1 or hi - lo < 2 * parts:
+            return [(lo, hi)]
+        cum = self.indptr[lo : hi + 1] - self.indptr[lo] + np.arange(hi - lo + 1)  # counts + a unit's own cost
+        cuts = np.searchsorted(cum, np.linspace(0, cum[-1], parts + 1)[1:-1]) + lo
+        edges = [lo, *sorted(set(int(c) for c in cuts)), hi]
+        return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def _as_draws(pi: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pi (S, K) and theta (S, Jt, K, K) (a homogeneous (S, K, K) becomes (S, 1, K, K))."""
+    pi = np.asarray(pi, dtype=float)
+    theta = np.asarray(theta, dtype=float)
+    if theta.ndim == 3:
+        theta = theta[:, None]
+    if pi.ndim != 2 or theta.ndim != 4 or theta.shape[0] != pi.shape[0] or theta.shape[2:] != (pi.shape[1],) * 2:
+        raise ValueError(
+            f"pi must have shape (S, K) and theta (S, J, K, K) or (S, K, K); got {pi.shape} and {theta.shape}"
+        )
+    return pi, theta
+
+
+def _fused_sweep(
+    c: _Counts,
+    pi: np.ndarray,
+    theta: np.ndarray,
+    lo: int,
+    hi: int,
+    acc: np.ndarray,
+    ll: np.ndarray,
+    n_threads: int,
+    chunk_bytes: int,
+    bar: Any = None,
+) -> None:
+    """Run the fused pass over units ``[lo, hi)`` for every draw, chunk by chunk of draws."""
+    from . import _fused
+
+    S, K = pi.shape
+    if K > _fused.KP:
+        raise ValueError(f"the compiled pass supports at most {_fused.KP} categories, got {K}")
+    J = c.shape[1] // K
+    n = max(1, min(S, int(chunk_bytes // max(1, J * K * _fused.KP * 8))))
+    LT = np.empty((n, J * K, _fused.KP))
+    LP = np.empty((n, _fused.KP))
+    ranges = c.ranges(lo, hi, n_threads)
+
+    def args(a: int, b: int, m: int, s0: int) -> tuple:
+        return (c.indptr, c.indices, c.data, c.known, LT[:m], LP[:m], a, b, UNIT_TILE, acc, ll, lo, s0)
+
+    _fused.compile_for(_fused.draws_pass, *args(lo, lo, n, 0))
+    ex = ThreadPoolExecutor(len(ranges)) if len(ranges) > 1 else None
+    try:
+        for s0 in range(0, S, n):
+            m = min(n, S - s0)
+            _fused.log_tables(pi[s0 : s0 + m], theta[s0 : s0 + m], J, LT[:m], LP[:m])
+            if ex is None:
+                _fused.draws_pass(*args(lo, hi, m, s0))
+            else:
+                list(ex.map(lambda r, m=m, s0=s0: _fused.draws_pass(*args(r[0], r[1], m, s0)), ranges))
+            if bar is not None:
+                bar.update(m)
+    finally:
+        if ex is not None:
+            ex.shutdown()
+
+
+def _full_theta(theta: np.ndarray, counts: sp.spmatrix, K: int) -> np.ndarray:
+    """Theta draws (n, J, K, K), a shared (n, 1, K, K) matrix broadcast over the J raters of ``counts``."""
+    J = counts.shape[1] // K
+    return np.broadcast_to(theta, (theta.shape[0], J, K, K)) if theta.shape[1] == 1 else theta
+
+
+def draws_class_probabilities(
+    counts: sp.spmatrix,
+    pi: np.ndarray,
+    theta: np.ndarray,
+    known: np.ndarray | None = None,
+    *,
+    n_threads: int | None = None,
+    chunk_bytes: int = DRAW_CHUNK_BYTES,
+    progress: bool = False,
+) -> np.ndarray:
+    """Rao-Blackwellised class probabilities: the mean over draws of ``P(z_i = k | y_i, pi_s, theta_s)``.
+
+    The compiled fused pass (:func:`pyrater.models._fused.draws_pass`): one pass
+    over the stored counts per draw, no per-draw temporaries; memory is the
+    output, its padded running sum ``(I, 8)`` and the log tables of one chunk
+    of draws (``chunk_bytes``).  Equal to :func:`rao_blackwell_class_probabilities`
+    to rounding.
+
+    Parameters
+    ----------
+    counts : sparse matrix, shape (I, J*K)
+    pi : array, shape (S, K)
+        Draws of pi (probabilities, not logs).
+    theta : array, shape (S, J, K, K), (S, 1, K, K) or (S, K, K)
+        Draws of the (effective) error matrices; a single matrix is shared by all raters.
+    known : int array, shape (I,), optional
+        Known class per unit (-1 unknown): a point mass.
+    n_threads : int, optional
+        Threads over the units (default: the cores, at most 2).
+    chunk_bytes : int
+        Bytes of log tables per chunk of draws.
+    progress : bool
+        A progress bar over the draws (shown after 2 s).
+
+    Returns
+    -------
+    array, shape (I, K)
+    """
+    from .._quiet import progress_bar
+    from . import _fused
+
+    pi, theta = _as_draws(pi, theta)
+    S, K = pi.shape
+    if K > _fused.KP:  # the compiled pass has eight lanes: the scipy route, a block of draws at a time
+        with np.errstate(divide="ignore"):
+            return (
+                sum(
+                    rao_blackwell_class_probabilities(
+                        counts, np.log(pi[a : a + 64]), np.log(_full_theta(theta[a : a + 64], counts, K)), known
+                    )
+                    * (min(S, a + 64) - a)
+                    for a in range(0, S, 64)
+                )
+                / S
+            )
+    c = _Counts(counts, known)
+    I = c.shape[0]
+    acc = np.zeros((I, _fused.KP))
+    with progress_bar(progress, S, "class probabilities", unit="draw") as bar:
+        _fused_sweep(c, pi, theta, 0, I, acc, np.empty((0, 0)), _n_threads(n_threads), chunk_bytes, bar)
+    out = acc[:, :K] / S
+    return out
+
+
+def draws_log_lik(
+    counts: sp.spmatrix,
+    pi: np.ndarray,
+    theta: np.ndarray,
+    known: np.ndarray | None = None,
+    units: tuple[int, int] | None = None,
+    *,
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+    chunk_bytes: int = DRAW_CHUNK_BYTES,
+    progress: Any = None,
+) -> np.ndarray:
+    """Per-unit log-likelihood ``log p(y_i | pi_s, theta_s)`` of every draw, units as rows.
+
+    The marginal over the true class by log-sum-exp (``log p(y_i, z_i)`` for a
+    unit whose class is known, as the Stan programs and the Gibbs sampler write
+    ``log_lik``), computed by the compiled fused pass.
+
+    Parameters
+    ----------
+    counts : sparse matrix, shape (I, J*K)
+    pi : array, shape (S, K)
+    theta : array, shape (S, J, K, K), (S, 1, K, K) or (S, K, K)
+    known : int array, shape (I,), optional
+    units : (lo, hi), optional
+        Only units ``lo .. hi - 1`` (default: all).
+    out : float64 array, shape (hi - lo, S), optional
+        Written in place and returned.
+    n_threads, chunk_bytes
+        As :func:`draws_class_probabilities`.
+    progress : tqdm bar, optional
+        Updated by the number of draws as each chunk of draws is done.
+
+    Returns
+    -------
+    array, shape (hi - lo, S)
+        Units as rows (each row one unit's draws, as LOO reads them).
+    """
+    from . import _fused
+
+    pi, theta = _as_draws(pi, theta)
+    S, K = pi.shape
+    c = _Counts(counts, known)
+    lo, hi = (0, c.shape[0]) if units is None else (int(units[0]), int(units[1]))
+    if out is None:
+        out = np.empty((hi - lo, S))
+    if out.shape != (hi - lo, S) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {(hi - lo, S)}, got {out.shape}")
+    if K > _fused.KP and hi > lo:  # eight lanes in the compiled pass: the scipy route, one draw at a time
+        rows = sp.csr_matrix(counts)[lo:hi]
+        sub_known = None if known is None else np.asarray(known)[lo:hi]
+        with np.errstate(divide="ignore"):
+            for s in range(S):
+                th = _full_theta(theta[s : s + 1], counts, K)[0]
+                out[:, s] = class_log_posterior(rows, np.log(pi[s]), np.log(th), sub_known)[1]
+                if progress is not None:
+                    progress.update(1)
+        return out
+    if hi > lo:
+        _fused_sweep(c, pi, theta, lo, hi, np.empty((0, 0)), out, _n_threads(n_threads), chunk_bytes, progress)
+    return out
 
 
 def soft_majority_vote(counts: sp.spmatrix, n_categories: int) -> np.ndarray:

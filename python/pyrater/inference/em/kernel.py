@@ -27,9 +27,9 @@ padded lanes of ``log pi`` are ``-inf`` (so their probabilities are exactly
 0) and those of ``LT`` are 0.  The per-unit work is written on eight scalar
 lanes so that LLVM's SLP vectoriser turns it into 8-wide SIMD; numba switches
 that pass off by default, so :func:`compile_for` compiles the kernels with it
-switched on for that compilation only.  ``exp`` is a branch-free polynomial
-(degree-13 Taylor on ``|r| <= log(2)/2`` after Cody-Waite range reduction,
-Estrin's scheme, about 2 ulp) so that it vectorises too.  When all unit weights are 1 and
+switched on for that compilation only.  ``exp`` is the branch-free polynomial
+shared with the Gibbs sampler and the post-fit passes
+(:func:`pyrater.models._fused.exp_nonpos`) so that it vectorises too.  When all unit weights are 1 and
 no per-unit log-likelihood is asked for, ``log`` is not taken per unit but
 of the running product of the row sums ``s`` (each in ``[1, 8]``) whenever
 it exceeds ``2**900``.  Results agree with the scipy path to rounding (about
@@ -56,9 +56,8 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
+
+from ...models._fused import exp_nonpos as _exp_nonpos
 
 __all__ = ["KP", "em_iteration", "expected_counts", "vote_shares", "pad_log_pi", "pad_log_theta"]
 
@@ -66,52 +65,8 @@ __all__ = ["KP", "em_iteration", "expected_counts", "vote_shares", "pad_log_pi",
 KP = 8
 
 _u64 = numba.uint64
-_LOG2E = 1.4426950408889634
-_LN2_HI = 0.6931471803691238  # log(2) split in two (Cody-Waite): n * _LN2_HI is exact for |n| < 2**11
-_LN2_LO = 1.9082149292705877e-10
-_EXP_CUT = -745.2  # exp(x) rounds to 0 below about -745.13
 _BLOCK = 64  # units per block of the fused kernel
 _BIG = 2.0**900  # flush the running product of row sums (each <= 8) well before overflow
-
-
-@intrinsic
-def _bits_to_float(typingctx, x):
-    """Reinterpret the bits of an int64 as a float64 (LLVM ``bitcast``)."""
-    if not isinstance(x, types.Integer) or x.bitwidth != 64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(x), codegen
-
-
-@numba.njit(inline="always", cache=True)
-def _exp_nonpos(x):  # pragma: no cover - compiled
-    """``exp(x)`` for ``x <= 0`` (``-inf`` gives 0), branch-free so that it vectorises."""
-    xc = x if x > _EXP_CUT else _EXP_CUT
-    n = math.floor(xc * _LOG2E + 0.5)
-    r = (xc - n * _LN2_HI) - n * _LN2_LO
-    # Taylor coefficients 1/i!, i = 0..13, evaluated by Estrin's scheme (a short dependency chain)
-    r2 = r * r
-    r4 = r2 * r2
-    r8 = r4 * r4
-    q0 = 1.0 + r
-    q1 = 0.5 + r * (1.0 / 6.0)
-    q2 = 1.0 / 24.0 + r * (1.0 / 120.0)
-    q3 = 1.0 / 720.0 + r * (1.0 / 5040.0)
-    q4 = 1.0 / 40320.0 + r * (1.0 / 362880.0)
-    q5 = 1.0 / 3628800.0 + r * (1.0 / 39916800.0)
-    q6 = 1.0 / 479001600.0 + r * (1.0 / 6227020800.0)
-    u0 = (q0 + r2 * q1) + r4 * (q2 + r2 * q3)
-    u1 = (q4 + r2 * q5) + r4 * q6
-    p = u0 + r8 * u1
-    ni = np.int64(n)
-    h = ni >> 1  # 2**n as 2**h * 2**(n - h): both halves normal down to n = -1076
-    s1 = _bits_to_float((h + 1023) << 52)
-    s2 = _bits_to_float((ni - h + 1023) << 52)
-    y = p * s1 * s2
-    return y if x > _EXP_CUT else 0.0
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})

@@ -11,6 +11,12 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
 1. For every unit ``i``: ``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` with
    ``LT[j*K + l, k] = log theta[j, k, l]`` (one pass over the unit's stored
    counts, on eight SIMD lanes as in :mod:`pyrater.inference.em.kernel` when K <= 8).
+   With K <= 8 the units go in blocks of 64, as in the EM kernel: the log joints
+   of the block, then their exponentials on eight SIMD lanes with the shared
+   branch-free ``exp`` (:func:`pyrater.models._fused.exp_nonpos`), then the
+   draws and the scatter; the log of each unit's normaliser is taken only when
+   its log-likelihood is written or the units are weighted (otherwise one log
+   of a running product of normalisers, as in EM).
    ``w_i = 1``: draw ``z_i`` from ``softmax(lj)``; ``w_i > 1`` (a pattern of
    grouped data): split the tally ``w_i`` over the classes by a multinomial
    draw (conditional binomials).  A known unit keeps its class.
@@ -44,6 +50,8 @@ import math
 import numba
 import numpy as np
 
+from ...models._fused import exp_nonpos
+
 __all__ = [
     "run_chain",
     "z_pass",
@@ -60,6 +68,10 @@ DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
 KP = 8
 #: acceptance rate the marginal pi moves adapt to during warm-up
 PI_ACCEPT = 0.3
+#: units per block of the z step
+_BLOCK = 64
+#: flush the running product of normalisers (each in [1, 8]) well before it overflows
+_BIG = 2.0**900
 
 
 @numba.njit(cache=True, nogil=True)
@@ -152,11 +164,50 @@ def _scatter(indptr, indices, data, i, m_i, K, N, n_k):  # pragma: no cover - co
                 N[indices[c], k] += data[c] * mk
 
 
+_u64 = numba.uint64
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def _split(rng, e, s, w, K, m_i):  # pragma: no cover - compiled
+def _rotl(x, k):  # pragma: no cover - compiled
+    return (x << _u64(k)) | (x >> _u64(64 - k))
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform_state(rng):  # pragma: no cover - compiled
+    """State of a xoshiro256** stream seeded from ``rng`` (four splitmix64 outputs of its integers)."""
+    st = np.empty(4, np.uint64)
+    for k in range(4):
+        z = _u64(rng.integers(0, 2**62)) + _u64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _u64(30))) * _u64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _u64(27))) * _u64(0x94D049BB133111EB)
+        st[k] = z ^ (z >> _u64(31))
+    return st
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _uniform(st):  # pragma: no cover - compiled
+    """A uniform double in [0, 1) from the xoshiro256** state ``st`` (advanced in place).
+
+    The z step draws one uniform per item; numba's ``Generator.random`` costs
+    about 40 ns a call, this about 1 ns.  The stream is seeded from the chain's
+    Generator at the start of every pass, so the draws still depend on the seed only.
+    """
+    result = _rotl(st[1] * _u64(5), 7) * _u64(9)
+    t = st[1] << _u64(17)
+    st[2] ^= st[0]
+    st[3] ^= st[1]
+    st[1] ^= st[2]
+    st[0] ^= st[3]
+    st[2] ^= t
+    st[3] = _rotl(st[3], 45)
+    return (result >> _u64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _split(rng, st, e, s, w, K, m_i):  # pragma: no cover - compiled
     """Put a unit's ``w`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed)."""
     if w == 1:
-        u = rng.random() * s
+        u = _uniform(st) * s
         z = K - 1
         acc = 0.0
         for k in range(K - 1):
@@ -190,13 +241,207 @@ def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_
     ``sample`` False: only the log-likelihoods (``ll_row``) are computed.
     ``ll_row`` empty: they are not written.
     """
+    no_rb = np.empty((0, K))
+    return z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, no_rb)
+
+
+@numba.njit(cache=True, nogil=True)
+def z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb):  # pragma: no cover
+    """:func:`z_pass` that also adds each unit's class probabilities under the previous parameters to ``rb``.
+
+    ``rb`` (I, K), or empty: ``rb[i, k] += P(z_i = k | y_i, pi, theta)``, the
+    conditional class probabilities the z step computes anyway.  Summed over
+    the kept draws they are the Rao-Blackwellised class probabilities, at
+    the cost of one addition per class and unit.
+    """
+    if K <= KP:
+        return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb)
+    return _z_pass_plain(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb)
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+def _z_pass_lanes(
+    indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb
+):  # pragma: no cover - compiled
+    """:func:`z_pass` for K <= 8: blocks of 64 units, exponentials on eight SIMD lanes."""
+    I = indptr.size - 1
+    ninf = -np.inf
+    has_known = known.size > 0
+    write_ll = ll_row.size > 0
+    write_rb = rb.size > 0
+    weighted = False
+    for i in range(I):
+        if weight[i] != 1:
+            weighted = True
+            break
+    X = np.empty((_BLOCK, KP))  # per block: lj - max, then exp(lj - max)
+    M = np.empty(_BLOCK)
+    Ssum = np.empty(_BLOCK)
+    e = np.empty(K)
+    m_i = np.zeros(K, np.int64)
+    total = 0.0
+    prod = 1.0
+    st = _uniform_state(rng) if sample else np.zeros(4, np.uint64)
+    # counts accumulated class-major (rows of one class contiguous: fewer cache lines per scatter)
+    Nt = np.zeros((K, N.shape[0])) if sample else np.zeros((K, 0))
+    nt_k = np.zeros(K)
+    for blo in range(0, I, _BLOCK):
+        bhi = min(blo + _BLOCK, I)
+        # 1. log joints of the block (independent gathers the CPU overlaps)
+        for i in range(blo, bhi):
+            iu = _u64(i)
+            r = _u64(i - blo)
+            a0 = log_pi[0]
+            a1 = log_pi[1]
+            a2 = log_pi[2]
+            a3 = log_pi[3]
+            a4 = log_pi[4]
+            a5 = log_pi[5]
+            a6 = log_pi[6]
+            a7 = log_pi[7]
+            c = _u64(indptr[iu])
+            b = _u64(indptr[iu + _u64(1)])
+            while c < b:  # unsigned indices: no wraparound checks in the gather loop
+                col = _u64(indices[c])
+                v = data[c]
+                a0 += v * LT[col, 0]
+                a1 += v * LT[col, 1]
+                a2 += v * LT[col, 2]
+                a3 += v * LT[col, 3]
+                a4 += v * LT[col, 4]
+                a5 += v * LT[col, 5]
+                a6 += v * LT[col, 6]
+                a7 += v * LT[col, 7]
+                c += _u64(1)
+            if has_known:
+                kk = known[iu]
+                if kk >= 0:
+                    a0 = a0 if kk == 0 else ninf
+                    a1 = a1 if kk == 1 else ninf
+                    a2 = a2 if kk == 2 else ninf
+                    a3 = a3 if kk == 3 else ninf
+                    a4 = a4 if kk == 4 else ninf
+                    a5 = a5 if kk == 5 else ninf
+                    a6 = a6 if kk == 6 else ninf
+                    a7 = a7 if kk == 7 else ninf
+            m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+            M[r] = m
+            X[r, 0] = a0 - m
+            X[r, 1] = a1 - m
+            X[r, 2] = a2 - m
+            X[r, 3] = a3 - m
+            X[r, 4] = a4 - m
+            X[r, 5] = a5 - m
+            X[r, 6] = a6 - m
+            X[r, 7] = a7 - m
+        # 2. exponentials on eight lanes, and the normalisers
+        for rr in range(bhi - blo):
+            r = _u64(rr)
+            e0 = exp_nonpos(X[r, 0])
+            e1 = exp_nonpos(X[r, 1])
+            e2 = exp_nonpos(X[r, 2])
+            e3 = exp_nonpos(X[r, 3])
+            e4 = exp_nonpos(X[r, 4])
+            e5 = exp_nonpos(X[r, 5])
+            e6 = exp_nonpos(X[r, 6])
+            e7 = exp_nonpos(X[r, 7])
+            X[r, 0] = e0
+            X[r, 1] = e1
+            X[r, 2] = e2
+            X[r, 3] = e3
+            X[r, 4] = e4
+            X[r, 5] = e5
+            X[r, 6] = e6
+            X[r, 7] = e7
+            Ssum[r] = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
+        # 3. log-likelihoods, the class draws and the scatter of the counts
+        for i in range(blo, bhi):
+            iu = _u64(i)
+            r = _u64(i - blo)
+            m = M[r]
+            s = Ssum[r]
+            w = weight[iu]
+            if not m > ninf:  # no finite log joint: the unit cannot be placed (as the plain loop)
+                ll = ninf
+                s = 0.0
+                for k in range(K):
+                    X[r, k] = 0.0
+                if write_ll:
+                    ll_row[iu] = ll
+                total += w * ll
+            elif write_ll or weighted:
+                ll = m + math.log(s)
+                if write_ll:
+                    ll_row[iu] = ll
+                total += w * ll
+            else:
+                total += m
+                prod *= s
+                if prod > _BIG:
+                    total += math.log(prod)
+                    prod = 1.0
+            if write_rb:  # this unit's class probabilities under the previous parameters
+                inv = 1.0 / s if m > ninf else np.nan
+                for k in range(K):
+                    rb[iu, k] += X[r, k] * inv
+            if not sample or w == 0:
+                continue
+            kk = known[iu] if has_known else -1
+            if w == 1 and kk < 0:
+                # one item: its class by inverse CDF, branch-free (the count of cumulative sums <= u)
+                u = _uniform(st) * s
+                z = 0
+                acc = 0.0
+                for k in range(K - 1):
+                    acc += X[r, k]
+                    z += 1 if u >= acc else 0
+                Nt_z = Nt[z]
+                c = _u64(indptr[iu])
+                b = _u64(indptr[iu + _u64(1)])
+                while c < b:
+                    Nt_z[_u64(indices[c])] += data[c]
+                    c += _u64(1)
+                nt_k[z] += 1.0
+                continue
+            for k in range(K):
+                m_i[k] = 0
+            if kk >= 0:
+                m_i[kk] = w
+            else:
+                for k in range(K):
+                    e[k] = X[r, k]
+                _split(rng, st, e, s, w, K, m_i)
+            for k in range(K):
+                if m_i[k] > 0:
+                    mk = float(m_i[k])
+                    nt_k[k] += mk
+                    Nt_k = Nt[k]
+                    for c in range(indptr[i], indptr[i + 1]):
+                        Nt_k[indices[c]] += data[c] * mk
+    total += math.log(prod)
+    if sample:  # the class-by-rating counts in the caller's layout
+        JK = N.shape[0]
+        for k in range(K):
+            n_k[k] = nt_k[k]
+            for col in range(JK):
+                N[col, k] = Nt[k, col]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _z_pass_plain(
+    indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb
+):  # pragma: no cover - compiled
+    """:func:`z_pass` for K > 8: one unit at a time, a plain loop over the classes."""
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
+    write_rb = rb.size > 0
     lj = np.empty(max(K, KP))
     e = np.empty(K)
     m_i = np.zeros(K, np.int64)
     total = 0.0
+    st = _uniform_state(rng) if sample else np.zeros(4, np.uint64)
     if sample:
         N[:, :] = 0.0
         n_k[:] = 0.0
@@ -219,6 +464,13 @@ def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_
         if write_ll:
             ll_row[i] = ll
         total += w * ll
+        if write_rb:
+            if kk >= 0:
+                rb[i, kk] += 1.0
+            else:
+                inv = 1.0 / s if s > 0.0 else np.nan
+                for k in range(K):
+                    rb[i, k] += e[k] * inv
         if not sample or w == 0:
             continue
         # the unit's items over the classes
@@ -227,7 +479,7 @@ def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_
         if kk >= 0:
             m_i[kk] = w
         else:
-            _split(rng, e, s, w, K, m_i)
+            _split(rng, st, e, s, w, K, m_i)
         _scatter(indptr, indices, data, i, m_i, K, N, n_k)
     return total
 
@@ -245,18 +497,20 @@ def _trigamma(a):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row):  # pragma: no cover
+def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row, rb):  # pragma: no cover
     """Rater evidence of every unit, kept for the marginal pi move and the z step.
 
     ``E[i, k] = exp(g_ik - max_k g_ik)`` with ``g_ik = sum_c C[i, c] LT[c, k]``
     for the units whose class is unknown (the rows of known units are not
     written: neither the pi move nor the z step reads them).  Returns
     ``sum_i w_i log p(y_i | pi, theta)`` (``pi``, ``log_pi`` the current pi)
-    and writes the per-unit terms to ``ll_row`` unless it is empty.
+    and writes the per-unit terms to ``ll_row`` unless it is empty; adds the
+    class probabilities ``pi_k E[i, k] / sum_k pi_k E[i, k]`` to ``rb`` unless it is empty.
     """
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
+    write_rb = rb.size > 0
     lj = np.empty(max(K, KP))
     total = 0.0
     for i in range(I):
@@ -275,6 +529,12 @@ def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E
                 E[i, k] = x
                 s += x * pi[k]
             ll = mx + math.log(s) if s > 0.0 else -np.inf
+            if write_rb:
+                inv = 1.0 / s if s > 0.0 else np.nan
+                for k in range(K):
+                    rb[i, k] += E[i, k] * pi[k] * inv
+        if write_rb and kk >= 0:
+            rb[i, kk] += 1.0
         if write_ll:
             ll_row[i] = ll
         total += weight[i] * ll
@@ -357,6 +617,7 @@ def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k
     has_known = known.size > 0
     e = np.empty(K)
     m_i = np.zeros(K, np.int64)
+    st = _uniform_state(rng)
     N[:, :] = 0.0
     n_k[:] = 0.0
     for i in range(I):
@@ -373,7 +634,7 @@ def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k
             for k in range(K):
                 e[k] = pi[k] * E[i, k]
                 s += e[k]
-            _split(rng, e, s, w, K, m_i)
+            _split(rng, st, e, s, w, K, m_i)
         _scatter(indptr, indices, data, i, m_i, K, N, n_k)
 
 
@@ -444,6 +705,8 @@ def run_chain(
     n_pi_moves,
     E,
     mh_out,
+    prog,
+    rb_out,
 ):  # pragma: no cover - compiled
     """Run one chain: a parameter step from the starting counts, then the sweeps.
 
@@ -485,6 +748,11 @@ def run_chain(
         Work space: each unit's rater evidence.
     mh_out : float64 (3,)
         Accepted and proposed pi moves after warm-up, and the final scale.
+    prog : int64 (1,)
+        Sweeps done so far (written after every sweep; read by the progress bar).
+    rb_out : float64 (I, K) or (0, K)
+        Sum over the kept draws of the class probabilities ``P(z_i | y_i, pi_s, theta_s)``
+        (computed by the z step after each kept draw, and by one last pass), or empty.
     """
     JK = N0.shape[0]
     J = JK // K
@@ -498,6 +766,8 @@ def run_chain(
     log_pi = np.full(max(K, KP), -np.inf)  # lanes k >= K stay -inf
     LT = np.zeros((JK, max(K, KP)))  # lanes k >= K stay 0
     empty_ll = np.empty(0)
+    empty_rb = np.empty((0, K))
+    rb_out[:, :] = 0.0
     N = N0
     n_k = n0
     parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
@@ -523,8 +793,9 @@ def run_chain(
             log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
         log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if (prev >= 0 and write_ll) else empty_ll
+        rb_row = rb_out if prev >= 0 else empty_rb
         if n_pi_moves > 0:
-            total = _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row)
+            total = _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E, ll_row, rb_row)
             if t < max(n_warmup, 1):  # the shape follows the class totals during warm-up, then stays
                 for k in range(K):
                     d[k] = _trigamma(alpha[k] + n_k[k])
@@ -537,7 +808,7 @@ def run_chain(
                 mh_out[1] += st[1]
             _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k)
         else:
-            total = z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k)
+            total = z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k, rb_row)
         if prev >= 0:
             ll_total_out[prev] = total
         parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
@@ -549,10 +820,13 @@ def run_chain(
             if kind == CLASS_CONDITIONAL:
                 p_out[s] = p
             prev = s
+        prog[0] = t + 1
     if prev >= 0:  # the last kept draw's log-likelihood: one pass without sampling
         for k in range(K):
             log_pi[k] = math.log(pi[k]) if pi[k] > 0.0 else -np.inf
         log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if write_ll else empty_ll
-        ll_total_out[prev] = z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k)
+        ll_total_out[prev] = z_pass_rb(
+            indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k, rb_out
+        )
     mh_out[2] = scale

@@ -97,9 +97,12 @@ def _log_dirichlet_rows(x: np.ndarray, a: np.ndarray, draw_axes: int) -> np.ndar
 
 
 def log_prior_density(
-    prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, p: np.ndarray | None = None
+    prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, p: np.ndarray | None = None, max_block: int = 2**22
 ) -> np.ndarray:
     """Log prior density of draws, with every normalising constant (as the Stan programs).
+
+    Computed in blocks of draws of at most ``max_block`` values each, so the
+    temporaries stay small whatever the number of draws (no copy of the draws).
 
     Parameters
     ----------
@@ -107,22 +110,40 @@ def log_prior_density(
     pi : array (..., K)
     theta : array (..., J, K, K), or (..., K, K) for the homogeneous model
     p : array (..., J, K), class-conditional accuracies
+    max_block : int
+        Values of theta (or p) per block.
 
     Returns
     -------
     array of the leading (draw) shape of ``pi``.
     """
     n = pi.ndim - 1
-    lp = _log_dirichlet_rows(pi, prior.alpha, n)
+    lead = pi.shape[:n]
+    flat_pi = pi.reshape(-1, pi.shape[-1])
+    S = flat_pi.shape[0]
+    if prior.kind in ("dawid_skene", "homogeneous"):
+        per = int(np.prod(theta.shape[n:]))
+        other = theta.reshape(S, *theta.shape[n:])
+    else:
+        assert p is not None, "the class-conditional model's prior density needs the accuracies p"
+        per = int(np.prod(p.shape[n:]))
+        other = p.reshape(S, *p.shape[n:])
+    step = max(1, max_block // max(1, per))
+    out = np.empty(S)
+    for a in range(0, S, step):
+        out[a : a + step] = _log_prior_block(prior, flat_pi[a : a + step], other[a : a + step])
+    return out.reshape(lead)
+
+
+def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Log prior density of a block of draws: pi (n, K) and theta (n, ...) or p (n, J, K)."""
+    lp = _log_dirichlet_rows(pi, prior.alpha, 1)
     if prior.kind in ("dawid_skene", "homogeneous"):
         assert prior.beta is not None  # set for these kinds by conjugate_prior
-        lp = lp + _log_dirichlet_rows(theta, prior.beta, n)
-    else:
-        b1, b2 = prior.beta1, prior.beta2
-        assert b1 is not None and b2 is not None  # set for the class-conditional kind by conjugate_prior
-        assert p is not None, "the class-conditional model's prior density needs the accuracies p"
-        J = p.shape[-2]
-        const = -J * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
-        kern = xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p)
-        lp = lp + const + kern.reshape(*p.shape[:n], -1).sum(-1)
-    return lp
+        return lp + _log_dirichlet_rows(other, prior.beta, 1)
+    b1, b2 = prior.beta1, prior.beta2
+    assert b1 is not None and b2 is not None  # set for the class-conditional kind by conjugate_prior
+    J = other.shape[-2]
+    const = -J * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
+    kern = xlogy(b1 - 1, other) + xlog1py(b2 - 1, -other)
+    return lp + const + kern.reshape(other.shape[0], -1).sum(-1)

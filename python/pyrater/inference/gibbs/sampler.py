@@ -51,6 +51,15 @@ pass) and ``8 * units * K`` bytes per chain.  Measured on trec_relevance:
 see ``bench/RESULTS_gibbs.md``.  The moves do not help where ``theta`` is
 the slowest quantity; the tie between ``theta`` and z remains.
 
+Class probabilities
+-------------------
+The z step of the sweep after a kept draw computes every unit's conditional
+class probabilities ``P(z_i | y_i, pi_s, theta_s)`` anyway; the sampler adds
+them up (one ``(units, K)`` array per chain, counted in ``max_memory_gib``;
+without room for it, :meth:`~pyrater.fits.DrawsFit.class_probabilities`
+computes the same average after the fit with the shared compiled pass).  So
+the Rao-Blackwellised class probabilities cost nothing after the fit.
+
 Log-likelihood
 --------------
 The per-unit ``log_lik`` of a kept draw, ``log p(y_i | pi, theta)`` (the
@@ -66,8 +75,10 @@ Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
-``log_lik`` is kept only when it fits in what is left (otherwise a warning says so: LOO and WAIC
-then need a refit with a larger ``thin`` or a subset).  The working memory of
+``log_lik`` is kept only when it fits in what is left (otherwise a warning says so, stating the
+total against the budget: LOO and WAIC then recompute it from the draws, chunk by chunk, at the
+cost of one pass over the counts per draw, and LOO subsamples items when the whole log-likelihood
+would not fit the budget, see :func:`pyrater.loo`).  The working memory of
 the sampler itself is the count matrix plus ``O(J*K*K)`` per chain (and the
 evidence, with ``pi_moves``), so the data and these draws are the whole footprint: e.g. 10^7 ratings, 2,000
 raters, K = 5, 4 chains x 1,000 draws with ``thin=4`` keep 400 MB of theta.
@@ -79,7 +90,7 @@ import math
 import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -96,6 +107,20 @@ __all__ = ["gibbs", "check_run", "start_counts", "GIBBS_ENGINE"]
 
 GIBBS_ENGINE = "pyrater-gibbs"
 _GIB = 2.0**30
+
+
+def _gib(nbytes: float) -> str:
+    """Bytes as GiB with three significant digits (``0.000447``, ``0.6``, ``6.4``): comparable with the budget."""
+    return f"{nbytes / 2.0**30:.3g}"
+
+
+def _gib_up(nbytes: float) -> str:
+    """Bytes as GiB rounded *up* to three significant digits: a budget that holds them."""
+    value = nbytes / 2.0**30
+    if value <= 0:
+        return "0"
+    step = 10.0 ** (math.floor(math.log10(value)) - 2)
+    return f"{math.ceil(value / step - 1e-9) * step:.3g}"
 
 
 def check_run(chains: Any, warmup: Any, draws: Any, thin: Any, seed: Any) -> tuple[int, int, int, int, int]:
@@ -180,16 +205,18 @@ def gibbs(
     n_threads : int, optional
         Chains run in parallel; default ``min(chains, os.cpu_count())``.
     max_memory_gib : float
-        Budget for the kept draws (see the module notes).
+        Budget for the kept draws (see the module notes); recorded in the
+        fit, where the post-fit steps (LOO's choice between exact and
+        subsampling) use it too.
     pi_moves : int
         Random-walk Metropolis moves on ``pi`` given ``theta`` with z summed
         out, per sweep, before the z step (default 0: plain blocked Gibbs).
         See "Marginal pi moves" in the module notes; the ``8 * chains * units * K``
         bytes of evidence they keep count towards ``max_memory_gib``.
     progress : bool
-        A progress bar over the chains (tqdm; shown when sampling takes more
-        than 2 s).  Each chain runs as one compiled call, so the bar moves
-        when a chain finishes.
+        A progress bar over the sweeps of all chains (tqdm; shown when
+        sampling takes more than 2 s), and for the post-fit steps of the fit
+        (class probabilities, diagnostics, LOO).
     data_format, **data_options
         How to read a DataFrame ``data``.
 
@@ -239,23 +266,31 @@ def gibbs(
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
         raise ValueError(
-            f"the kept draws of pi and theta would take {param_bytes / _GIB:.2f} GiB "
+            f"the kept draws of pi and theta would take {_gib(param_bytes)} GiB "
             f"({chains} chains x {S} draws x {per_draw} numbers), above max_memory_gib={max_memory_gib}; "
             f"pass thin >= {need}, fewer draws, or a larger max_memory_gib"
         )
     evidence_bytes = 8.0 * chains * I * K if pi_moves else 0.0  # the pi moves' work space, one (I, K) per chain
     if evidence_bytes and param_bytes + evidence_bytes > budget:
         raise ValueError(
-            f"pi_moves keeps every unit's rater evidence per chain ({evidence_bytes / _GIB:.2f} GiB for {chains} "
-            f"chains x {I} units x {K} classes); with the kept draws ({param_bytes / _GIB:.2f} GiB) that is above "
+            f"pi_moves keeps every unit's rater evidence per chain ({_gib(evidence_bytes)} GiB for {chains} "
+            f"chains x {I} units x {K} classes); with the kept draws ({_gib(param_bytes)} GiB) that is above "
             f"max_memory_gib={max_memory_gib}: pass pi_moves=0, fewer chains, a larger thin or a larger max_memory_gib"
         )
+    # the Rao-Blackwellised class probabilities, summed while sampling (one (units, K) array per chain),
+    # when they fit besides the draws; otherwise class_probabilities() computes them after the fit
+    rb_bytes = 8.0 * chains * I * K
+    keep_rb = param_bytes + evidence_bytes + rb_bytes <= budget
     keep_ll = bool(log_lik)
     ll_bytes = 8.0 * chains * S * I
-    if keep_ll and param_bytes + evidence_bytes + ll_bytes > budget:
+    if keep_ll and param_bytes + evidence_bytes + (rb_bytes if keep_rb else 0.0) + ll_bytes > budget:
+        kept = param_bytes + evidence_bytes + (rb_bytes if keep_rb else 0.0)
         warnings.warn(
-            f"log_lik not kept: {chains} chains x {S} draws x {I} units would take {ll_bytes / _GIB:.2f} GiB "
-            f"(budget max_memory_gib={max_memory_gib}); LOO/WAIC need it: raise thin or max_memory_gib",
+            f"log_lik not kept: {chains} chains x {S} draws x {I} units would take {_gib(ll_bytes)} GiB, "
+            f"and with the kept draws ({_gib(kept)} GiB) {_gib(kept + ll_bytes)} GiB in all, above "
+            f"max_memory_gib={max_memory_gib}. Nothing is lost: pyrater.loo, waic and compare recompute it from "
+            "the draws in item chunks (subsampling LOO when it does not fit the budget); pass log_lik=False to "
+            f"silence this, or max_memory_gib >= {_gib_up(kept + ll_bytes)} to keep it",
             UserWarning,
             stacklevel=user_stacklevel(),
         )
@@ -277,6 +312,8 @@ def gibbs(
     ll_tot = np.empty((chains, S))
     evidence = [np.empty((I if pi_moves else 0, K)) for _ in range(chains)]
     mh = np.zeros((chains, 3))
+    prog = np.zeros((chains, 1), dtype=np.int64)  # sweeps done per chain, written by the compiled chains
+    rb = [np.empty((I if keep_rb else 0, K)) for _ in range(chains)]
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     starts = [start_counts(data, known_codes, rng) for rng in rngs]
     setup = time.perf_counter() - t0
@@ -309,6 +346,8 @@ def gibbs(
             pi_moves,
             evidence[c],
             mh[c],
+            prog[c],
+            rb[c],
         )
 
     # compile (or load from numba's cache) once, with LLVM's SLP vectoriser on for the eight-lane loop
@@ -341,17 +380,21 @@ def gibbs(
         pi_moves,
         evidence[0],
         mh[0],
+        prog[0],
+        rb[0],
     )
     t1 = time.perf_counter()
-    with progress_bar(progress, chains, "Gibbs chains", unit="chain") as bar:
-        if n_threads == 1 or chains == 1:
-            for c in range(chains):
-                run(c)
-                bar.update()
-        else:
-            with ThreadPoolExecutor(max_workers=n_threads) as ex:
-                for _ in ex.map(run, range(chains)):
-                    bar.update()
+    with progress_bar(progress, chains * (warmup + draws), "Gibbs sweeps", unit="sweep") as bar:
+        # the chains run in worker threads (each one compiled call that releases the GIL); this thread
+        # reads their sweep counters for the bar
+        with ThreadPoolExecutor(max_workers=n_threads) as ex:
+            futures = [ex.submit(run, c) for c in range(chains)]
+            while not all(fut.done() for fut in futures):
+                wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION)
+                bar.update(int(prog.sum()) - bar.n)
+            for fut in futures:
+                fut.result()
+        bar.update(int(prog.sum()) - bar.n)
     elapsed = time.perf_counter() - t1
 
     out: dict[str, np.ndarray] = {"pi": pi_d}
@@ -379,6 +422,8 @@ def gibbs(
             "n_threads": n_threads,
             "setup_s": setup,
             "pi_moves": pi_moves,
+            "max_memory_gib": float(max_memory_gib),
+            "progress": bool(progress),
             **(
                 {
                     "pi_acceptance": [float(a / p) if p else float("nan") for a, p in mh[:, :2]],
@@ -390,5 +435,11 @@ def gibbs(
         },
         elapsed=elapsed,
     )
+    if keep_rb:  # the class probabilities were summed by the z steps: class_probabilities() costs nothing
+        total_rb = rb[0]
+        for extra in rb[1:]:
+            total_rb += extra
+        total_rb /= chains * S
+        fit.__dict__["_rb_probs"] = total_rb
     fit._fit_time_check()
     return fit

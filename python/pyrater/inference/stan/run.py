@@ -7,12 +7,14 @@ once (:func:`pyrater.inference.stan.data.stan_data`), runs it on an engine
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
 from ..._stacklevel import user_stacklevel
+from ..._validation import GIB, check_int, check_memory, memory_limit
 from ...data.ratings import RatingData
 from ...fits.mcmc import MCMCFit
 from ...fits.optimize import OptimizeFit
@@ -21,7 +23,10 @@ from ...models import Model
 from .data import stan_data, stan_inits
 from .engines import get_engine
 
-__all__ = ["sample", "optimize", "pathfinder", "check_inits"]
+__all__ = ["sample", "optimize", "pathfinder", "check_inits", "check_draws_memory", "MAX_ITERATIONS"]
+
+#: Stan counts iterations in a 32-bit int: warm-up plus draws per chain may not exceed this
+MAX_ITERATIONS = 2**31 - 1
 
 
 def check_inits(inits: Any, n: int | None) -> list[dict] | None:
@@ -33,6 +38,76 @@ def check_inits(inits: Any, n: int | None) -> list[dict] | None:
     if n is not None and len(inits) != n:
         raise ValueError(f"inits has {len(inits)} entries for {n} chains")
     return list(inits)
+
+
+def _values_per_draw(model: Model, K: int, J: int) -> int:
+    """Numbers Stan writes per draw besides ``log_lik``.
+
+    The model's parameters (as its initial values give them), pi (K) and
+    theta, its J x K x K error matrices (a transformed parameter where it is
+    not a parameter).
+    """
+    init = model.stan_init(np.random.default_rng(0), K, J)
+    n = sum(int(np.size(v)) for v in init.values())
+    return n + (0 if "theta" in init else J * K * K) + (0 if "pi" in init else K)
+
+
+def check_draws_memory(
+    data: RatingData,
+    model: Model,
+    n_draws: int,
+    log_lik: bool,
+    max_memory_gib: float | None,
+    ask: tuple[str, ...] = ("draws", "chains"),
+    what: str = "the posterior draws read back from Stan",
+) -> bool:
+    """Stan's draws in memory against the budget, before Stan runs; returns whether to keep ``log_lik``.
+
+    Parameters
+    ----------
+    data, model
+        What is fitted: its parameters per draw follow from the model's
+        initial values for ``K`` and ``J``, and theta (``J*K*K``).
+    n_draws : int
+        Draws read into memory (chains x draws; Pathfinder: its approximate
+        draws, paths x draws).
+    log_lik : bool
+        Whether the fit would keep the per-unit log-likelihood (``n_draws x
+        units`` numbers besides the parameters).
+    max_memory_gib : float or None
+        The budget (None: the documented default, 1 GiB).
+
+    Returns
+    -------
+    bool
+        ``log_lik``, or False when the parameters fit but not the
+        log-likelihood besides them (a warning says so; ``pyrater.loo``
+        recomputes it from the draws).
+
+    Raises
+    ------
+    MemoryLimitError
+        The parameters' draws alone exceed the budget (naming fewer draws or
+        chains, and a ``max_memory_gib`` that fits).
+    """
+    limit = memory_limit(max_memory_gib)
+    I, J, K = data.n_units, data.n_raters, data.n_categories
+    per_draw = _values_per_draw(model, K, J)
+    param_bytes = 8.0 * n_draws * per_draw
+    check_memory(what, param_bytes, limit, ask=ask, detail=f"{n_draws:,} draws x {per_draw:,} numbers x 8 bytes")
+    ll_bytes = 8.0 * n_draws * I
+    if log_lik and I and param_bytes + ll_bytes > limit * GIB:
+        warnings.warn(
+            f"log_lik not kept: {n_draws:,} draws x {I:,} units would take {ll_bytes / GIB:.2f} GiB, and with the "
+            f"draws of the parameters ({param_bytes / GIB:.2f} GiB) {(param_bytes + ll_bytes) / GIB:.2f} GiB in all, "
+            f"above max_memory_gib={limit:g}. pyrater.loo, waic and compare recompute it from the draws; pass "
+            f"log_lik=False to silence this, or max_memory_gib >= "
+            f"{math.ceil(100 * (param_bytes + ll_bytes) / GIB) / 100:g} to keep it",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return False
+    return log_lik
 
 
 def sample(
@@ -48,9 +123,19 @@ def sample(
     inits: list[dict] | None,
     progress: bool,
     log_lik: bool,
+    max_memory_gib: float | None = None,
 ) -> MCMCFit:
-    """NUTS in Stan: an :class:`~pyrater.fits.mcmc.MCMCFit` (warns about sampler problems at once)."""
+    """NUTS in Stan: an :class:`~pyrater.fits.mcmc.MCMCFit` (warns about sampler problems at once).
+
+    Before Stan runs, ``warmup + draws`` must fit Stan's 32-bit iteration
+    count and the draws read back must fit ``max_memory_gib`` (None: the
+    documented default, 1 GiB; see :func:`check_draws_memory`), else a
+    ``ValueError`` says what to ask for instead.
+    """
     K, J = data.n_categories, data.n_raters
+    check_int("draws", draws, 1, MAX_ITERATIONS)
+    check_int("warmup", warmup, 0, MAX_ITERATIONS - draws)
+    log_lik = check_draws_memory(data, model, chains * draws, log_lik, max_memory_gib)
     eng = get_engine(engine)
     sdata = stan_data(data, model, known=known, log_lik=log_lik)
     inits = inits if inits is not None else stan_inits(model, K, J, chains, seed)
@@ -83,8 +168,22 @@ def pathfinder(
     seed: int,
     inits: list[dict] | None,
     log_lik: bool,
+    max_memory_gib: float | None = None,
 ) -> PathfinderFit:
-    """Stan's Pathfinder (cmdstanpy only): ``chains`` paths, ``draws`` PSIS-resampled draws."""
+    """Stan's Pathfinder (cmdstanpy only): ``chains`` paths, ``draws`` PSIS-resampled draws.
+
+    The ``chains x draws`` approximate draws read back (before resampling)
+    must fit ``max_memory_gib`` (see :func:`check_draws_memory`).
+    """
+    check_int("draws", draws, 1, MAX_ITERATIONS)
+    log_lik = check_draws_memory(
+        data,
+        model,
+        chains * draws,
+        log_lik,
+        max_memory_gib,
+        what="Pathfinder's approximate draws read back from Stan (paths x draws, before resampling)",
+    )
     eng = get_engine(engine)
     if eng.name != "cmdstanpy":
         raise ValueError(

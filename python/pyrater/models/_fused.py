@@ -1,0 +1,398 @@
+"""Compiled passes over the stored counts, shared by EM, the Gibbs sampler and every draws-based fit.
+
+Everything here is numba, loaded only when first needed (:mod:`pyrater.models.kernels`
+imports it lazily).  Three pieces:
+
+* :func:`exp_nonpos`, a branch-free ``exp`` for arguments ``<= 0`` that LLVM's SLP
+  vectoriser turns into SIMD code (degree-13 Taylor polynomial on ``|r| <= log(2)/2``
+  after Cody-Waite range reduction, Estrin's scheme, about 2 ulp).  The EM kernel
+  (:mod:`pyrater.inference.em.kernel`), the Gibbs sampler's z step
+  (:mod:`pyrater.inference.gibbs.kernel`) and :func:`draws_pass` use it.
+* :func:`draws_pass`, one fused pass over a range of units for a chunk of posterior
+  draws: per unit and draw the log joint ``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]``
+  on eight SIMD lanes, its log-sum-exp, and from them the running sum of the class
+  probabilities ``P(z_i = k | y_i, pi_s, theta_s)`` (the Rao-Blackwellised class
+  probabilities) and/or the per-unit log-likelihood ``log p(y_i | pi_s, theta_s)``
+  (for LOO and WAIC), written straight into a units-by-draws layout.  Loops are tiled
+  (units in tiles that stay in the L2 cache while every draw of the chunk passes over
+  them; 64 units per inner block, whose gathers the CPU overlaps), so a chunk of draws
+  costs about one pass of the sampler's z step per draw.
+* :func:`psis_loo_rows`, Pareto-smoothed importance sampling LOO of many units at once
+  (the algorithm of :func:`pyrater._psis.psislw`, applied to ``-log_lik``), one unit's
+  draws per row.
+
+:func:`compile_for` compiles a kernel for its argument types with the SLP vectoriser
+switched on (numba leaves it off by default); :mod:`pyrater.inference._numba` re-exports it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import config as _numba_config
+from numba.extending import intrinsic
+
+__all__ = ["KP", "exp_nonpos", "draws_pass", "psis_loo_rows", "compile_for", "run", "log_tables"]
+
+#: lanes of the class axis (the kernels support K <= KP)
+KP = 8
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.6931471803691238  # log(2) split in two (Cody-Waite): n * _LN2_HI is exact for |n| < 2**11
+_LN2_LO = 1.9082149292705877e-10
+_EXP_CUT = -745.2  # exp(x) rounds to 0 below about -745.13
+_BLOCK = 64  # units per inner block
+_u64 = numba.uint64
+
+
+# ---------------------------------------------------------------- compilation
+_compile_lock = threading.Lock()
+
+
+@contextmanager
+def _slp_vectorize():
+    """Switch on LLVM's SLP vectoriser for the compilations inside the block only."""
+    with _compile_lock:
+        old = _numba_config.SLP_VECTORIZE
+        _numba_config.SLP_VECTORIZE = 1
+        try:
+            yield
+        finally:
+            _numba_config.SLP_VECTORIZE = old
+
+
+def compile_for(kernel, *args) -> None:
+    """Compile (or load from numba's on-disk cache) ``kernel`` for the types of these arguments.
+
+    Call it once with the arguments of later calls of the kernel; compiling through here
+    vectorises the eight-lane loops (see :func:`_slp_vectorize`).
+    """
+    sig = tuple(numba.typeof(a) for a in args)
+    if sig in kernel.overloads:
+        return
+    with _slp_vectorize():
+        kernel.compile(sig)
+
+
+def run(kernel, *args):
+    """``kernel(*args)`` after :func:`compile_for` (for one-off calls)."""
+    compile_for(kernel, *args)
+    return kernel(*args)
+
+
+# ------------------------------------------------------------------------ exp
+@intrinsic
+def _bits_to_float(typingctx, x):
+    """Reinterpret the bits of an int64 as a float64 (LLVM ``bitcast``)."""
+    if not isinstance(x, types.Integer) or x.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(x), codegen
+
+
+@numba.njit(inline="always", cache=True)
+def exp_nonpos(x):  # pragma: no cover - compiled
+    """``exp(x)`` for ``x <= 0`` (``-inf`` gives 0), branch-free so that it vectorises."""
+    xc = x if x > _EXP_CUT else _EXP_CUT
+    n = math.floor(xc * _LOG2E + 0.5)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    # Taylor coefficients 1/i!, i = 0..13, evaluated by Estrin's scheme (a short dependency chain)
+    r2 = r * r
+    r4 = r2 * r2
+    r8 = r4 * r4
+    q0 = 1.0 + r
+    q1 = 0.5 + r * (1.0 / 6.0)
+    q2 = 1.0 / 24.0 + r * (1.0 / 120.0)
+    q3 = 1.0 / 720.0 + r * (1.0 / 5040.0)
+    q4 = 1.0 / 40320.0 + r * (1.0 / 362880.0)
+    q5 = 1.0 / 3628800.0 + r * (1.0 / 39916800.0)
+    q6 = 1.0 / 479001600.0 + r * (1.0 / 6227020800.0)
+    u0 = (q0 + r2 * q1) + r4 * (q2 + r2 * q3)
+    u1 = (q4 + r2 * q5) + r4 * q6
+    p = u0 + r8 * u1
+    ni = np.int64(n)
+    h = ni >> 1  # 2**n as 2**h * 2**(n - h): both halves normal down to n = -1076
+    s1 = _bits_to_float((h + 1023) << 52)
+    s2 = _bits_to_float((ni - h + 1023) << 52)
+    y = p * s1 * s2
+    return y if x > _EXP_CUT else 0.0
+
+
+# ------------------------------------------------------------- log tables (numpy)
+def log_tables(pi: np.ndarray, theta: np.ndarray, J: int, LT: np.ndarray, LP: np.ndarray) -> None:
+    """Fill the padded log tables of a chunk of draws.
+
+    Parameters
+    ----------
+    pi : array (n, K)
+    theta : array (n, Jt, K, K), ``Jt`` = J or 1 (one matrix shared by all raters)
+    J : int
+    LT : float64 array (n, J*K, KP), written: ``LT[s, j*K + l, k] = log theta[s, j, k, l]``,
+        lanes ``k >= K`` zero.
+    LP : float64 array (n, KP), written: ``log pi`` with lanes ``k >= K`` at ``-inf``.
+    """
+    n, K = pi.shape
+    with np.errstate(divide="ignore"):
+        lt = np.log(theta)  # (n, Jt, K, K): numpy's vectorised log
+        LP[:, :K] = np.log(pi)
+    LP[:, K:] = -np.inf
+    LT[:, :, K:] = 0.0
+    view = LT.reshape(n, J, K, KP)[:, :, :, :K]  # view[s, j, l, k] = LT[s, j*K + l, k]
+    view[...] = np.swapaxes(lt, 2, 3)  # broadcasts a shared (Jt = 1) matrix over the raters
+
+
+# --------------------------------------------------------------- the fused pass
+@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_lo, ll_s0):  # pragma: no cover
+    """Class probabilities and log-likelihoods of units ``[lo, hi)`` under a chunk of draws.
+
+    Parameters
+    ----------
+    indptr, indices, data : arrays
+        The CSR count matrix (``data`` float64).
+    known : int64 array (I,) or empty
+        Known class per unit (-1 unknown).
+    LT : float64 array (n, J*K, KP)
+        Per draw, ``LT[s, j*K + l, k] = log theta_s[j, k, l]`` (lanes ``k >= K`` zero).
+    LP : float64 array (n, KP)
+        Per draw, ``log pi_s`` (lanes ``k >= K`` ``-inf``).
+    lo, hi : int
+        The units to process.
+    tile : int
+        Units per tile (every draw of the chunk passes over a tile before the next).
+    acc : float64 array (I, KP) or empty
+        ``acc[i, k] += P(z_i = k | y_i, pi_s, theta_s)`` summed over the draws of the chunk.
+    ll : float64 array (m, S) or empty
+        ``ll[i - ll_lo, ll_s0 + s] = log p(y_i | pi_s, theta_s)`` (``log p(y_i, z_i)`` for a
+        known unit, as the Stan programs write it).
+    ll_lo, ll_s0 : int
+        Row and column offsets into ``ll``.
+    """
+    n = LT.shape[0]
+    ninf = -np.inf
+    has_known = known.size > 0
+    write_acc = acc.size > 0
+    write_ll = ll.size > 0
+    X = np.empty((_BLOCK, KP))
+    M = np.empty(_BLOCK)
+    for tlo in range(lo, hi, tile):
+        thi = min(tlo + tile, hi)
+        for s in range(n):
+            LTs = LT[s]
+            p0 = LP[s, 0]
+            p1 = LP[s, 1]
+            p2 = LP[s, 2]
+            p3 = LP[s, 3]
+            p4 = LP[s, 4]
+            p5 = LP[s, 5]
+            p6 = LP[s, 6]
+            p7 = LP[s, 7]
+            for blo in range(tlo, thi, _BLOCK):
+                bhi = min(blo + _BLOCK, thi)
+                for i in range(blo, bhi):
+                    iu = _u64(i)
+                    r = _u64(i - blo)
+                    a0 = p0
+                    a1 = p1
+                    a2 = p2
+                    a3 = p3
+                    a4 = p4
+                    a5 = p5
+                    a6 = p6
+                    a7 = p7
+                    c = _u64(indptr[iu])
+                    b = _u64(indptr[iu + _u64(1)])
+                    while c < b:
+                        col = _u64(indices[c])
+                        v = data[c]
+                        a0 += v * LTs[col, 0]
+                        a1 += v * LTs[col, 1]
+                        a2 += v * LTs[col, 2]
+                        a3 += v * LTs[col, 3]
+                        a4 += v * LTs[col, 4]
+                        a5 += v * LTs[col, 5]
+                        a6 += v * LTs[col, 6]
+                        a7 += v * LTs[col, 7]
+                        c += _u64(1)
+                    if has_known:
+                        kk = known[iu]
+                        if kk >= 0:
+                            a0 = a0 if kk == 0 else ninf
+                            a1 = a1 if kk == 1 else ninf
+                            a2 = a2 if kk == 2 else ninf
+                            a3 = a3 if kk == 3 else ninf
+                            a4 = a4 if kk == 4 else ninf
+                            a5 = a5 if kk == 5 else ninf
+                            a6 = a6 if kk == 6 else ninf
+                            a7 = a7 if kk == 7 else ninf
+                    m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+                    M[r] = m
+                    X[r, 0] = a0 - m
+                    X[r, 1] = a1 - m
+                    X[r, 2] = a2 - m
+                    X[r, 3] = a3 - m
+                    X[r, 4] = a4 - m
+                    X[r, 5] = a5 - m
+                    X[r, 6] = a6 - m
+                    X[r, 7] = a7 - m
+                for i in range(blo, bhi):
+                    iu = _u64(i)
+                    r = _u64(i - blo)
+                    m = M[r]
+                    e0 = exp_nonpos(X[r, 0])
+                    e1 = exp_nonpos(X[r, 1])
+                    e2 = exp_nonpos(X[r, 2])
+                    e3 = exp_nonpos(X[r, 3])
+                    e4 = exp_nonpos(X[r, 4])
+                    e5 = exp_nonpos(X[r, 5])
+                    e6 = exp_nonpos(X[r, 6])
+                    e7 = exp_nonpos(X[r, 7])
+                    tot = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
+                    if not m > ninf:  # no finite log joint (or NaN): NaN, as the scipy path
+                        tot = np.nan
+                    if write_acc:
+                        inv = 1.0 / tot
+                        acc[iu, 0] += e0 * inv
+                        acc[iu, 1] += e1 * inv
+                        acc[iu, 2] += e2 * inv
+                        acc[iu, 3] += e3 * inv
+                        acc[iu, 4] += e4 * inv
+                        acc[iu, 5] += e5 * inv
+                        acc[iu, 6] += e6 * inv
+                        acc[iu, 7] += e7 * inv
+                    if write_ll:
+                        ll[_u64(i - ll_lo), _u64(ll_s0 + s)] = m + math.log(tot)
+
+
+# ------------------------------------------------------------------------ PSIS
+@numba.njit(cache=True, nogil=True)
+def _gpdfit(x):  # pragma: no cover - compiled
+    """Zhang & Stephens (2009) generalised Pareto fit with the prior on k, as :func:`pyrater._psis.gpdfit`."""
+    n = x.size
+    n_grid = 30 + int(math.sqrt(n))
+    fq = x[int(n / 4 + 0.5) - 1]
+    if not fq > x[0]:
+        return np.nan, np.nan
+    theta = np.empty(n_grid)
+    loglik = np.empty(n_grid)
+    for g in range(n_grid):
+        th = 1.0 / x[n - 1] + (1.0 - math.sqrt(n_grid / (g + 1 - 0.5))) / (3.0 * fq)
+        theta[g] = th
+        acc = 0.0
+        for t in range(n):
+            acc += math.log1p(-th * x[t])
+        k = acc / n
+        loglik[g] = n * (math.log(-th / k) - k - 1.0)
+    mx = loglik.max()
+    tot = 0.0
+    for g in range(n_grid):
+        tot += math.exp(loglik[g] - mx)
+    lse = mx + math.log(tot)
+    wsum = 0.0
+    tsum = 0.0
+    eps10 = 10.0 * np.finfo(np.float64).eps
+    for g in range(n_grid):
+        w = math.exp(loglik[g] - lse)
+        if w >= eps10:
+            wsum += w
+            tsum += theta[g] * w
+    theta_hat = tsum / wsum
+    acc = 0.0
+    for t in range(n):
+        acc += math.log1p(-theta_hat * x[t])
+    k = acc / n
+    sigma = -k / theta_hat
+    k = (n * k + 10.0 * 0.5) / (n + 10.0)
+    return k, sigma
+
+
+@numba.njit(cache=True, nogil=True)
+def _logsumexp(v):  # pragma: no cover - compiled
+    m = -np.inf
+    for t in range(v.size):
+        if v[t] > m:
+            m = v[t]
+    if not m > -np.inf:
+        return m
+    tot = 0.0
+    for t in range(v.size):
+        tot += exp_nonpos(v[t] - m)
+    return m + math.log(tot)
+
+
+@numba.njit(cache=True, nogil=True)
+def psis_loo_rows(ll, lo, hi, tail_len, elpd, pareto_k, lppd):  # pragma: no cover - compiled
+    """PSIS-LOO of rows ``[lo, hi)`` of ``ll`` (units, S): ``elpd_i``, Pareto k and ``lppd_i``.
+
+    For each row (one unit's log-likelihood over the S draws) the log importance
+    ratios ``-ll`` are Pareto-smoothed as :func:`pyrater._psis.psislw` does with
+    ``tail_length=tail_len`` (the ``tail_len`` largest ratios above the next largest
+    as cutoff, at least ``log`` of the smallest normal double; fewer than 5 tail
+    draws above it or a degenerate fit: no smoothing, k = inf), truncated at the
+    largest raw ratio and normalised; then ``elpd_i = logsumexp(lw + ll)`` and
+    ``lppd_i = logsumexp(ll) - log S``.
+    """
+    S = ll.shape[1]
+    x = np.empty(S)
+    lw = np.empty(S)
+    tiny_log = math.log(np.finfo(np.float64).tiny)
+    for i in range(lo, hi):
+        row = ll[i]
+        mx = -np.inf
+        for t in range(S):
+            x[t] = -row[t]
+            if x[t] > mx:
+                mx = x[t]
+        for t in range(S):
+            x[t] -= mx
+        k = np.inf
+        if tail_len < S:
+            part = np.partition(x, S - tail_len - 1)
+            cutoff = max(part[S - tail_len - 1], tiny_log)
+            n_tail = 0
+            for t in range(S):
+                if x[t] > cutoff:
+                    n_tail += 1
+            if n_tail >= 5:
+                idx = np.empty(n_tail, np.int64)
+                q = 0
+                for t in range(S):
+                    if x[t] > cutoff:
+                        idx[q] = t
+                        q += 1
+                vals = np.empty(n_tail)
+                for q in range(n_tail):
+                    vals[q] = x[idx[q]]
+                order = np.argsort(vals)
+                exp_cut = math.exp(cutoff)
+                exc = np.empty(n_tail)
+                for q in range(n_tail):
+                    exc[q] = math.exp(vals[order[q]]) - exp_cut
+                kf, sigma = _gpdfit(exc)
+                if np.isfinite(kf) and np.isfinite(sigma) and sigma > 0:
+                    k = kf
+                    for q in range(n_tail):
+                        p = (q + 0.5) / n_tail
+                        if abs(k) < np.finfo(np.float64).eps:
+                            qv = -sigma * math.log1p(-p)
+                        else:
+                            qv = sigma * math.expm1(-k * math.log1p(-p)) / k
+                        x[idx[order[q]]] = math.log(qv + exp_cut)
+        for t in range(S):
+            if x[t] > 0.0:
+                x[t] = 0.0
+        norm = _logsumexp(x)
+        for t in range(S):
+            lw[t] = x[t] - norm + row[t]
+        elpd[i] = _logsumexp(lw)
+        pareto_k[i] = k
+        lppd[i] = _logsumexp(row) - math.log(S)
