@@ -77,11 +77,17 @@ _PUBLIC: dict[str, str] = {
     "CalibrationResult": "pyrater.checking.calibration",
     "majority_vote": "pyrater.checking.scoring",
     "score": "pyrater.checking.scoring",
+    # decisions
+    "agreement": "pyrater.decisions",
+    "AgreementResult": "pyrater.decisions",
+    "model_agreement": "pyrater.decisions",
+    "ModelAgreement": "pyrater.decisions",
+    "next_ratings": "pyrater.decisions",
     # contrib
     "binomial_mixture_em": "pyrater.contrib.mixture",
 }
 #: public submodules reachable as attributes
-_SUBMODULES = ("data", "models", "fits", "inference", "checking", "contrib", "plots", "datasets")
+_SUBMODULES = ("data", "models", "fits", "inference", "checking", "decisions", "contrib", "plots", "datasets")
 #: attributes of pyrater 0.1 that now live elsewhere (deprecated)
 _OLD_ATTRIBUTES = {
     "kernel": "pyrater.kernel",
@@ -92,6 +98,7 @@ _OLD_ATTRIBUTES = {
 }
 
 __all__ = [
+    "AgreementResult",
     "CalibrationResult",
     "ClassConditionalDawidSkene",
     "DawidSkene",
@@ -104,12 +111,14 @@ __all__ = [
     "FitSummary",
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
+    "ModelAgreement",
     "PPCResult",
     "RatingData",
     "RatingDataError",
-    "UnratedItemsWarning",
     "Simulation",
+    "UnratedItemsWarning",
     "__version__",
+    "agreement",
     "as_rating_data",
     "binomial_mixture_em",
     "calibrate",
@@ -118,6 +127,7 @@ __all__ = [
     "contrib",
     "data",
     "datasets",
+    "decisions",
     "em",
     "fit",
     "fits",
@@ -126,7 +136,9 @@ __all__ = [
     "load",
     "loo",
     "majority_vote",
+    "model_agreement",
     "models",
+    "next_ratings",
     "plots",
     "posterior_predict",
     "posterior_predictive_check",
@@ -183,7 +195,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
-    from . import checking, contrib, data, datasets, fits, inference, models, plots
+    from . import checking, contrib, data, datasets, decisions, fits, inference, models, plots
     from .checking.calibration import CalibrationResult, calibrate
     from .checking.compare import ELPD, compare, loo, waic
     from .checking.predict import (
@@ -195,6 +207,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .contrib.mixture import binomial_mixture_em
     from .data.distributed import DistributedRatingData
     from .data.ratings import RatingData, RatingDataError, UnratedItemsWarning, as_rating_data
+    from .decisions import AgreementResult, ModelAgreement, agreement, model_agreement, next_ratings
     from .fits.base import Fit, FitSummary, load
     from .fits.em import EMFit
     from .fits.fitfile import FitFileError
