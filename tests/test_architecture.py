@@ -44,6 +44,7 @@ LAYERS = {
     "cli": 8,
     "_deprecated": 8,
     "__init__": 9,
+    "__main__": 9,  # python -m pyrater: the command line
 }
 
 

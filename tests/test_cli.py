@@ -158,6 +158,13 @@ def test_version_and_help_document_every_option():
     assert tuple(method.choices) == (*importlib.import_module("pyrater.fitting").METHODS, "em-ml")
 
 
+def test_python_dash_m_pyrater_is_the_command_line():
+    res = subprocess.run([sys.executable, "-m", "pyrater", "--version"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == f"pyrater {pyrater.__version__}"
+    res = subprocess.run([sys.executable, "-m", "pyrater", "fit"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("usage: pyrater fit")  # argparse names the command
+
+
 def test_many_categories_em_names_the_way_out_and_ml_and_priors_work(tmp_path):
     import json
 
