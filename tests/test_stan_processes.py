@@ -26,6 +26,7 @@ from pyrater.inference.stan.engines.cache import cache_dir
 
 # ------------------------------------------------------------------ process helpers
 def _proc_field(pid: int, index: int) -> int | None:
+    """Field ``index`` of /proc/PID/stat after the command name: 1 = parent pid, 2 = process group, 3 = session."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -242,7 +243,7 @@ def test_a_killed_compile_leaves_no_compiler_behind(engine, tmp_path):
         # the guarded child (started in the scratch folder; cmdstanpy's make then works in CmdStan's folder),
         # with the compiler in its process group
         def compiling() -> bool:
-            children = [int(n) for n in os.listdir("/proc") if n.isdigit() and _proc_field(int(n), 3) == proc.pid]
+            children = [int(n) for n in os.listdir("/proc") if n.isdigit() and _proc_field(int(n), 1) == proc.pid]
             guards[:] = [p for p in children if "_guard" in _cmdline(p)]
             return any(len(_group_members(g)) > 1 for g in guards)
 
