@@ -127,6 +127,81 @@ def exp_nonpos(x):  # pragma: no cover - compiled
     return y if x > _EXP_CUT else 0.0
 
 
+@numba.njit(inline="always", cache=True)
+def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
+    """The log joints of units ``blo .. bhi - 1`` on eight lanes, each row minus its maximum.
+
+    For unit ``i`` (row ``r = i - blo``) and lane ``k``: ``log pi[k] + sum_c data[c] * LT[indices[c], k]``
+    over the unit's stored counts ``c``; a unit with ``known[i] >= 0`` keeps only that lane (the others
+    ``-inf``).  Writes ``M[r]`` (the row maximum) and ``X[r, k]`` (the log joint minus ``M[r]``).  The units
+    of a block are independent, so their gathers overlap; EM, the Gibbs sampler and the post-fit pass
+    share this first stage of their fused kernels (each then exponentiates the block its own way).
+
+    Parameters
+    ----------
+    indptr, indices, data : arrays
+        The CSR count matrix (``data`` float64).
+    LT : float64 array (J*K, KP)
+        ``LT[j*K + l, k] = log theta[j, k, l]`` (lanes ``k >= K`` zero).
+    log_pi : float64 array (KP,)
+        ``log pi`` (lanes ``k >= K`` ``-inf``).
+    known : int64 array (I,) or empty
+        Known class per unit (-1 unknown); empty when no unit is known.
+    blo, bhi : int
+        The units of the block (at most ``X.shape[0]``).
+    X : float64 array (block, KP), M : float64 array (block,)
+        Outputs.
+    """
+    ninf = -np.inf
+    has_known = known.size > 0
+    for i in range(blo, bhi):
+        iu = _u64(i)
+        r = _u64(i - blo)
+        a0 = log_pi[0]
+        a1 = log_pi[1]
+        a2 = log_pi[2]
+        a3 = log_pi[3]
+        a4 = log_pi[4]
+        a5 = log_pi[5]
+        a6 = log_pi[6]
+        a7 = log_pi[7]
+        c = _u64(indptr[iu])
+        b = _u64(indptr[iu + _u64(1)])
+        while c < b:  # unsigned indices: no wraparound checks in the gather loop
+            col = _u64(indices[c])
+            v = data[c]
+            a0 += v * LT[col, 0]
+            a1 += v * LT[col, 1]
+            a2 += v * LT[col, 2]
+            a3 += v * LT[col, 3]
+            a4 += v * LT[col, 4]
+            a5 += v * LT[col, 5]
+            a6 += v * LT[col, 6]
+            a7 += v * LT[col, 7]
+            c += _u64(1)
+        if has_known:
+            kk = known[iu]
+            if kk >= 0:
+                a0 = a0 if kk == 0 else ninf
+                a1 = a1 if kk == 1 else ninf
+                a2 = a2 if kk == 2 else ninf
+                a3 = a3 if kk == 3 else ninf
+                a4 = a4 if kk == 4 else ninf
+                a5 = a5 if kk == 5 else ninf
+                a6 = a6 if kk == 6 else ninf
+                a7 = a7 if kk == 7 else ninf
+        m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+        M[r] = m
+        X[r, 0] = a0 - m
+        X[r, 1] = a1 - m
+        X[r, 2] = a2 - m
+        X[r, 3] = a3 - m
+        X[r, 4] = a4 - m
+        X[r, 5] = a5 - m
+        X[r, 6] = a6 - m
+        X[r, 7] = a7 - m
+
+
 # ------------------------------------------------------------- log tables (numpy)
 def log_tables(pi: np.ndarray, theta: np.ndarray, J: int, LT: np.ndarray, LP: np.ndarray) -> None:
     """Fill the padded log tables of a chunk of draws.
@@ -179,7 +254,6 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
     """
     n = LT.shape[0]
     ninf = -np.inf
-    has_known = known.size > 0
     write_acc = acc.size > 0
     write_ll = ll.size > 0
     X = np.empty((_BLOCK, KP))
@@ -188,62 +262,9 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
         thi = min(tlo + tile, hi)
         for s in range(n):
             LTs = LT[s]
-            p0 = LP[s, 0]
-            p1 = LP[s, 1]
-            p2 = LP[s, 2]
-            p3 = LP[s, 3]
-            p4 = LP[s, 4]
-            p5 = LP[s, 5]
-            p6 = LP[s, 6]
-            p7 = LP[s, 7]
             for blo in range(tlo, thi, _BLOCK):
                 bhi = min(blo + _BLOCK, thi)
-                for i in range(blo, bhi):
-                    iu = _u64(i)
-                    r = _u64(i - blo)
-                    a0 = p0
-                    a1 = p1
-                    a2 = p2
-                    a3 = p3
-                    a4 = p4
-                    a5 = p5
-                    a6 = p6
-                    a7 = p7
-                    c = _u64(indptr[iu])
-                    b = _u64(indptr[iu + _u64(1)])
-                    while c < b:
-                        col = _u64(indices[c])
-                        v = data[c]
-                        a0 += v * LTs[col, 0]
-                        a1 += v * LTs[col, 1]
-                        a2 += v * LTs[col, 2]
-                        a3 += v * LTs[col, 3]
-                        a4 += v * LTs[col, 4]
-                        a5 += v * LTs[col, 5]
-                        a6 += v * LTs[col, 6]
-                        a7 += v * LTs[col, 7]
-                        c += _u64(1)
-                    if has_known:
-                        kk = known[iu]
-                        if kk >= 0:
-                            a0 = a0 if kk == 0 else ninf
-                            a1 = a1 if kk == 1 else ninf
-                            a2 = a2 if kk == 2 else ninf
-                            a3 = a3 if kk == 3 else ninf
-                            a4 = a4 if kk == 4 else ninf
-                            a5 = a5 if kk == 5 else ninf
-                            a6 = a6 if kk == 6 else ninf
-                            a7 = a7 if kk == 7 else ninf
-                    m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
-                    M[r] = m
-                    X[r, 0] = a0 - m
-                    X[r, 1] = a1 - m
-                    X[r, 2] = a2 - m
-                    X[r, 3] = a3 - m
-                    X[r, 4] = a4 - m
-                    X[r, 5] = a5 - m
-                    X[r, 6] = a6 - m
-                    X[r, 7] = a7 - m
+                log_joint_block(indptr, indices, data, LTs, LP[s], known, blo, bhi, X, M)
                 for i in range(blo, bhi):
                     iu = _u64(i)
                     r = _u64(i - blo)

@@ -58,6 +58,7 @@ import numba
 import numpy as np
 
 from ...models._fused import exp_nonpos as _exp_nonpos
+from ...models._fused import log_joint_block
 
 __all__ = ["KP", "em_iteration", "expected_counts", "vote_shares", "pad_log_pi", "pad_log_theta"]
 
@@ -108,7 +109,6 @@ def em_iteration(
         ``sum_i w_i ll_i`` over the units processed.
     """
     ninf = -np.inf
-    has_known = known.size > 0
     weighted = weight.size > 0
     write_T = T.size > 0
     write_ll = ll_units.size > 0
@@ -123,52 +123,7 @@ def em_iteration(
     for blo in range(lo, hi, _BLOCK):
         bhi = min(blo + _BLOCK, hi)
         # 1. log joint of each unit (the units of a block are independent: their gathers overlap)
-        for i in range(blo, bhi):
-            iu = _u64(i)
-            r = _u64(i - blo)
-            a0 = log_pi[0]
-            a1 = log_pi[1]
-            a2 = log_pi[2]
-            a3 = log_pi[3]
-            a4 = log_pi[4]
-            a5 = log_pi[5]
-            a6 = log_pi[6]
-            a7 = log_pi[7]
-            c = _u64(indptr[iu])
-            b = _u64(indptr[iu + _u64(1)])
-            while c < b:
-                col = _u64(indices[c])
-                v = data[c]
-                a0 += v * LT[col, 0]
-                a1 += v * LT[col, 1]
-                a2 += v * LT[col, 2]
-                a3 += v * LT[col, 3]
-                a4 += v * LT[col, 4]
-                a5 += v * LT[col, 5]
-                a6 += v * LT[col, 6]
-                a7 += v * LT[col, 7]
-                c += _u64(1)
-            if has_known:
-                kk = known[iu]
-                if kk >= 0:
-                    a0 = a0 if kk == 0 else ninf
-                    a1 = a1 if kk == 1 else ninf
-                    a2 = a2 if kk == 2 else ninf
-                    a3 = a3 if kk == 3 else ninf
-                    a4 = a4 if kk == 4 else ninf
-                    a5 = a5 if kk == 5 else ninf
-                    a6 = a6 if kk == 6 else ninf
-                    a7 = a7 if kk == 7 else ninf
-            m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
-            M[r] = m
-            X[r, 0] = a0 - m
-            X[r, 1] = a1 - m
-            X[r, 2] = a2 - m
-            X[r, 3] = a3 - m
-            X[r, 4] = a4 - m
-            X[r, 5] = a5 - m
-            X[r, 6] = a6 - m
-            X[r, 7] = a7 - m
+        log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
         # 2. log-sum-exp, class probabilities, objective, class totals
         for i in range(blo, bhi):
             iu = _u64(i)
