@@ -267,3 +267,28 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+@linux_only
+def test_ctrl_c_kills_the_pystan_workers_at_once_and_restores_the_handler():
+    """Ctrl-C during a pystan run kills the chains' workers before anything else (asyncio alone only cancels the
+    task, which httpstan's reading loop may not see while draws keep arriving), and the handler is put back."""
+    pytest.importorskip("httpstan")
+    from pyrater.inference.stan.engines import pystan_engine
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is handled by something else here")
+    interrupted = killed_first = False
+    with pystan_engine._guarded_pool(2) as pool:
+        pool.submit(time.sleep, 120)
+        assert _wait_for(lambda: len(pool._processes) >= 1, 30)
+        workers = list(pool._processes.values())
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)  # the handler raises KeyboardInterrupt in this thread long before
+        except KeyboardInterrupt:
+            interrupted = True
+            # already dead when KeyboardInterrupt reaches the caller's code, not only once it leaves the pool
+            killed_first = _wait_for(lambda: not any(w.is_alive() for w in workers), 10)
+    assert interrupted and killed_first
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

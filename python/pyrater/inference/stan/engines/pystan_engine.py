@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import re
 import secrets
+import signal
 import threading
 import time
 import warnings
@@ -125,6 +126,7 @@ def _guarded_pool(chains: int):
         )
         previous = services_stub.executor
         services_stub.executor = pool
+        previous_sigint = _kill_workers_on_sigint(pool)
         try:
             yield pool
         except BaseException:
@@ -134,14 +136,44 @@ def _guarded_pool(chains: int):
             pool.shutdown(wait=True)
         finally:
             services_stub.executor = previous
+            if previous_sigint is not None:
+                signal.signal(signal.SIGINT, previous_sigint)
 
 
-def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    """Kill the pool's workers (a run interrupted mid-chain), then shut it down without waiting."""
+def _kill_workers_on_sigint(pool: concurrent.futures.ProcessPoolExecutor) -> Any:
+    """Ctrl-C kills the pool's workers at once, then raises KeyboardInterrupt; returns the handler it replaced.
+
+    Left to asyncio, Ctrl-C only cancels the task, and httpstan's reading loop
+    sees the cancellation at its next ``await``, which it reaches only when no
+    draw is waiting on its socket: with chains writing draws faster than the
+    loop reads them, the fit ran on after Ctrl-C.  With the workers gone the
+    sockets close and every loop ends.  Installed only in the main thread and
+    over Python's default handler (anything else the caller set is left alone).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        _kill_workers(pool)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, interrupt)
+
+
+def _kill_workers(pool: concurrent.futures.ProcessPoolExecutor) -> dict[int, Any]:
+    """Send SIGKILL to every worker of the pool; returns them (pid -> process)."""
     processes = dict(getattr(pool, "_processes", None) or {})
     for proc in processes.values():
         with contextlib.suppress(Exception):
             proc.kill()
+    return processes
+
+
+def _kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Kill the pool's workers (a run interrupted mid-chain), then shut it down without waiting."""
+    processes = _kill_workers(pool)
     for proc in processes.values():
         with contextlib.suppress(Exception):
             proc.join(timeout=10)
