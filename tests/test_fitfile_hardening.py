@@ -496,6 +496,19 @@ def test_the_memory_limit_is_checked_from_declared_sizes_before_reading(draws_fi
         load_fit(draws_file, max_memory_gib=0)
 
 
+def test_load_without_a_limit_allows_the_documented_default(draws_file, monkeypatch):
+    """pyrater.load allows DEFAULT_LOAD_GIB (4 GiB), not the 1 GiB of the fitting budgets: a fit of 10^7
+    ratings kept under max_memory_gib=4 writes about 1 GiB of draws, and must load back without an option."""
+    from pyrater.fits import fitfile
+
+    assert fitfile.DEFAULT_LOAD_GIB == 4.0
+    monkeypatch.setattr(fitfile, "DEFAULT_LOAD_GIB", 1e-4)  # the default is what load uses when not told
+    with pytest.raises(FitFileError, match="above max_memory_gib=0.0001"):
+        pyrater.load(draws_file)
+    with pytest.raises(FitFileError, match="above max_memory_gib=0.0001"):
+        load_fit(draws_file)
+
+
 def _peak_rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):

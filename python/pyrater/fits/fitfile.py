@@ -756,7 +756,7 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
         No file at ``path``, or no permission to read it.
     """
     path = Path(path)
-    limit = memory_limit(max_memory_gib)
+    limit = DEFAULT_LOAD_GIB if max_memory_gib is None else memory_limit(max_memory_gib)
     handle = _open_regular(path)
     try:
         head = handle.read(8)
