@@ -179,8 +179,13 @@ def one_size(args: argparse.Namespace) -> dict:
             with Step(steps, "save()"):
                 fit.save(path)
             out["file_MiB"] = path.stat().st_size / 2**20
-            with Step(steps, "load()"):
+            with Step(steps, "load() (lazy, the default)"):
                 back = pyrater.load(path)
+            with Step(steps, "summary() of the loaded fit"):
+                str(back.summary())
+            del back
+            with Step(steps, "load(lazy=False)"):
+                back = pyrater.load(path, lazy=False)
             del back
         except Exception as exc:  # the fit file belongs to another part of the package: report, go on
             out["save_error"] = f"{type(exc).__name__}: {exc}"

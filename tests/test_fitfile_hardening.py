@@ -26,6 +26,7 @@ import pytest
 import pyrater
 from pyrater import FitFileError, datasets
 from pyrater.fits import MCMCFit, fitfile
+from pyrater.fits._lazy import LazyDraws
 from pyrater.fits.fitfile import CHUNK_BYTES, load_fit
 
 
@@ -433,13 +434,17 @@ def _grow_unwritten(path):
         )
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
 @pytest.mark.parametrize("case", list(DRAWS_EDITS))
-def test_inconsistent_or_hostile_parts_give_one_clear_error(case, draws_file):
+def test_inconsistent_or_hostile_parts_give_one_clear_error(case, lazy, draws_file):
+    """Eagerly, load raises; lazily, load or the first use of the draws does (values are checked when read)."""
     edit, pattern = DRAWS_EDITS[case]
     edit(draws_file)
     start = time.perf_counter()
     with pytest.raises(FitFileError, match=pattern) as info:
-        pyrater.load(draws_file)
+        fit = pyrater.load(draws_file, lazy=lazy)
+        if lazy:
+            fit.draws.read_all()
     assert str(draws_file) in str(info.value)
     assert time.perf_counter() - start < 5
 
@@ -588,3 +593,76 @@ def test_a_file_without_log_lik_is_smaller_and_loads_as_a_fit_without_it(draws_f
         assert "log_likelihood" not in h5
     with pytest.raises(ValueError, match="log_lik must be True or False"):
         fitfile.save_fit(draws_fit, tmp_path / "x.nc", log_lik="no")
+
+
+# ------------------------------------------------------------------ lazy loading
+def test_a_lazy_load_reads_the_large_draws_on_first_use_and_gives_the_same_fit(draws_fit, draws_file):
+    """pi is read at load, theta and log_lik on first use; the numbers equal the eager load's to the bit."""
+    lazy = pyrater.load(draws_file)
+    assert isinstance(lazy.draws, LazyDraws)
+    assert set(lazy.draws.unread) == {"theta", "log_lik"}
+    assert lazy.has_log_lik and lazy.n_chains == 2  # answered from the checked metadata, nothing read
+    assert set(lazy.draws.unread) == {"theta", "log_lik"}
+    assert lazy.draws.shape("theta") == draws_fit.draws["theta"].shape
+    assert "on disk" in repr(lazy.draws)
+    eager = pyrater.load(draws_file, lazy=False)
+    assert type(eager.draws) is dict
+    pd.testing.assert_frame_equal(lazy.summary().parameters, eager.summary().parameters)
+    assert lazy.draws.unread == ("log_lik",)  # the summary needed theta, not the log-likelihood
+    np.testing.assert_array_equal(lazy.class_probabilities(), eager.class_probabilities())
+    same_arrays(draws_fit, lazy)
+    assert lazy.draws.unread == ()
+    with pytest.raises(ValueError, match="lazy must be True or False"):
+        pyrater.load(draws_file, lazy="yes")
+
+
+def test_damaged_draws_pass_a_lazy_load_and_fail_on_first_use(draws_file):
+    set_values(draws_file, "posterior/theta", lambda v: v.__setitem__((0, 1, 0, 0), 7.0))
+    fit = pyrater.load(draws_file)  # structure, shapes and sizes are sound: values are read later
+    with pytest.raises(FitFileError, match=r"variable 'theta'.*read on first use, after a lazy load"):
+        fit.summary()
+    with pytest.raises(FitFileError, match=r"variable 'theta'"):
+        pyrater.load(draws_file, lazy=False)
+
+
+def test_a_lazy_fit_refuses_a_file_changed_or_removed_since_the_load(draws_fit, draws_file, tmp_path):
+    fit = pyrater.load(draws_file)
+    other = draws_fit.save(tmp_path / "other.nc")
+    os.replace(other, draws_file)  # same path, another file (as a new fit.save(path) would leave it)
+    with pytest.raises(FitFileError, match="changed since the fit was loaded; load it again"):
+        fit.draws["theta"]
+    fit = pyrater.load(draws_file)
+    fit.draws["theta"]  # read now: kept in memory
+    draws_file.unlink()
+    np.testing.assert_array_equal(fit.draws["theta"], draws_fit.draws["theta"])
+    with pytest.raises(FitFileError, match="can no longer be read.*lazy=False"):
+        fit.draws["log_lik"]
+
+
+def test_a_lazy_load_still_refuses_a_file_over_the_memory_limit_at_once(draws_file):
+    """The declared sizes of the deferred arrays count against max_memory_gib at load, before any read."""
+    with h5py.File(draws_file, "r") as h5:
+        need = sum(h5[f"{g}/{n}"].size * 8 for g, n in (("posterior", "theta"), ("log_likelihood", "log_lik")))
+    with pytest.raises(FitFileError, match="above max_memory_gib"):
+        load_fit(draws_file, max_memory_gib=need / 2**30 / 2)
+
+
+def test_a_saved_gibbs_fit_keeps_its_class_probabilities(long_data, tmp_path, monkeypatch):
+    """The sampler's Rao-Blackwellised sums are stored: the loaded fit answers class_probabilities()
+    to the bit without a pass over the draws (nor reading theta)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 50 draws: high Rhat, beside the point here
+        fit = pyrater.fit(long_data, method="gibbs", chains=2, draws=50, warmup=20, seed=3, progress=False)
+    expected = fit.class_probabilities()
+    back = pyrater.load(fit.save(tmp_path / "gibbs.nc"))
+    import pyrater.fits.draws as draws_module
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the class probabilities were recomputed from the draws")
+
+    monkeypatch.setattr(draws_module, "draws_class_probabilities", no_pass)
+    pd.testing.assert_frame_equal(back.class_probabilities(), expected)
+    assert "theta" in back.draws.unread
+    monkeypatch.undo()
+    with h5py.File(tmp_path / "gibbs.nc", "r") as h5:
+        assert h5["fit_state/rb_class_probs"].shape == (long_data.n_units, long_data.n_categories)

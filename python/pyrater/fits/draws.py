@@ -40,6 +40,7 @@ from .._stacklevel import user_stacklevel
 from ..data.ratings import RatingData
 from ..models import Model
 from ..models.kernels import draws_class_probabilities
+from ._lazy import LazyDraws, draw_shape
 from .base import DEFAULT_PROB, Fit, parameter_names, var_dims
 
 __all__ = ["DrawsFit", "RHAT_THRESHOLD", "safe_log"]
@@ -75,7 +76,10 @@ class DrawsFit(Fit):
     draws : dict of arrays
         Each of shape ``(chains, draws, *param_shape)``: ``pi``, ``theta``
         (``(J, K, K)``, or ``(K, K)`` for the homogeneous model), the model's
-        own parameters and ``log_lik`` (per unit) when kept.
+        own parameters and ``log_lik`` (per unit) when kept.  A fit loaded
+        lazily from a file (:func:`pyrater.load`) holds a read-only
+        :class:`~pyrater.fits._lazy.LazyDraws` mapping instead, which reads
+        each large entry on first access.
     sample_stats : dict of arrays
         Each of shape ``(chains, draws)``.
     known : int array (I,) or None
@@ -91,7 +95,7 @@ class DrawsFit(Fit):
     data: RatingData
     model: Model
     priors: dict
-    draws: dict
+    draws: dict | LazyDraws
     sample_stats: dict
     known: np.ndarray | None
     engine: str
@@ -103,7 +107,8 @@ class DrawsFit(Fit):
         # C-ordered draws, whatever the engine's layout (CmdStan's CSV reader gives strided views):
         # sums over draws then do not depend on where the draws came from (a fit and its reloaded
         # file give the same means to the last bit)
-        self.draws = {k: np.ascontiguousarray(v) for k, v in self.draws.items()}
+        if not isinstance(self.draws, LazyDraws):  # a loaded file's draws are read C-ordered when first used
+            self.draws = {k: np.ascontiguousarray(v) for k, v in self.draws.items()}
         self.sample_stats = {k: np.ascontiguousarray(v) for k, v in self.sample_stats.items()}
 
     @property
@@ -191,9 +196,9 @@ class DrawsFit(Fit):
         array, shape (hi - lo, chains * draws)
         """
         lo, hi = (0, self.data.n_units) if units is None else units
-        stored = self.draws.get("log_lik")
-        if stored is not None and np.asarray(stored).shape[-1] == self.data.n_units:
-            arr = np.asarray(stored)
+        shape = draw_shape(self.draws, "log_lik")
+        if shape is not None and shape[-1] == self.data.n_units:
+            arr = np.asarray(self.draws["log_lik"])
             block = arr.reshape(-1, arr.shape[-1])[:, lo:hi].T
             if out is None:
                 return np.ascontiguousarray(block)
@@ -207,8 +212,8 @@ class DrawsFit(Fit):
     @property
     def has_log_lik(self) -> bool:
         """True when the fit stores the per-unit ``log_lik`` of every draw."""
-        ll = self.draws.get("log_lik")
-        return ll is not None and np.asarray(ll).shape[-1] == self.data.n_units and self.data.n_units > 0
+        shape = draw_shape(self.draws, "log_lik")  # a lazily loaded log_lik is not read to answer this
+        return shape is not None and shape[-1] == self.data.n_units and self.data.n_units > 0
 
     # ----------------------------------------------------- parameter statistics
     def _parameter_blocks(self) -> tuple[list[tuple[np.ndarray, int]], list[str]]:
@@ -320,7 +325,7 @@ class DrawsFit(Fit):
     def _groups(self) -> dict[str, xr.Dataset]:
         """posterior, log_likelihood (per item), sample_stats and observed_data as Datasets."""
         out = {"posterior": self._dataset({k: v for k, v in self.draws.items() if k != "log_lik"})}
-        if "log_lik" in self.draws and np.asarray(self.draws["log_lik"]).shape[-1] > 0:
+        if (draw_shape(self.draws, "log_lik") or (0,))[-1] > 0:
             out["log_likelihood"] = self._dataset({"log_lik": self._expand_units(np.asarray(self.draws["log_lik"]))})
         if self.sample_stats:
             out["sample_stats"] = self._dataset({k: np.asarray(v) for k, v in self.sample_stats.items()})

@@ -34,7 +34,10 @@ Root attributes
     data repeats it by the tallies for ArviZ readers).
 ``/fit_state``
     The fit's other array attributes (EM's ``class_probs``, ``log_lik_trace``,
-    ...; the optimiser's ``converged``), one variable each.
+    ...; the optimiser's ``converged``), one variable each; for a draws-based
+    fit whose Rao-Blackwellised class probabilities were computed (a Gibbs fit
+    always: the sampler sums them), ``rb_class_probs[unit, category]``, so a
+    loaded fit answers ``class_probabilities()`` without a pass over the draws.
 
 The JSON block holds ``format``, ``format_version``, ``method``, ``class``,
 ``model`` (name and prior arguments), ``priors`` (resolved hyperparameters as
@@ -91,6 +94,17 @@ h5py and without xarray, and trusts nothing in the file:
 * any exception while reading becomes one :class:`FitFileError` naming the
   file, the part and the problem.
 
+Lazy loading (the default, ``lazy=True``): the settings block, the rating
+data, ``pi``, the sampler statistics and the fit's state are read and checked
+at once, and so is everything about the large per-draw arrays (``theta``,
+``log_lik``, the model's own parameters) except their values: structure,
+dtype, shape and declared size against the memory limit.  Their values are
+read, and checked as above, when the fit first uses them (the fit's
+``draws`` is then a :class:`~pyrater.fits._lazy.LazyDraws` mapping).  Such
+a read reopens the file and refuses it with :class:`FitFileError` if it has
+changed (device, inode, size or modification time) or gone since the load.
+``lazy=False`` reads everything at once.
+
 New fit classes
 ---------------
 :func:`load_fit` finds the class of a file by its ``method`` in a small
@@ -127,6 +141,7 @@ import xarray as xr
 from .._stacklevel import user_stacklevel
 from .._validation import GIB, memory_limit
 from ..data.ratings import RatingData
+from ._lazy import LazyDraws
 
 __all__ = [
     "FitFileError",
@@ -168,6 +183,9 @@ _MAX_CHUNK_BYTES = 256 * 2**20
 _ALLOWED_FILTERS = {1: "deflate", 2: "shuffle", 3: "fletcher32"}
 #: a simplex's entries may sum to 1 within this (draws are written to the last bit; CmdStan at 18 digits)
 _SIMPLEX_TOL = 1e-6
+#: a draws fit's cached Rao-Blackwellised class probabilities (attribute) and where a file keeps them
+_RB_CACHE = "_rb_probs"
+_RB_STATE = "rb_class_probs"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")
 _CLASS_RE = re.compile(r"^pyrater\.(fits|contrib)(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_DTYPES = {
@@ -611,6 +629,9 @@ def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
                 fields_json[name] = _to_json(value, f"{cls.__name__}.{name}")
             except TypeError as exc:
                 raise TypeError(f"cannot save this fit: {exc}") from None
+    rb = fit.__dict__.get(_RB_CACHE)  # Rao-Blackwellised class probabilities a draws fit has computed (or sampled)
+    if isinstance(rb, np.ndarray) and rb.shape == (data.n_units, data.n_categories):
+        state[_RB_STATE] = ((f"{_RB_STATE}_dim_0", f"{_RB_STATE}_dim_1"), rb)
     if "posterior" not in groups:  # EM and other point fits: the estimate as one draw, for ArviZ readers
         groups["posterior"] = fit._groups()["posterior"]
     groups["observed_data"] = fit._observed_data()
@@ -722,7 +743,7 @@ def _open_regular(path: Path) -> io.BufferedReader:
         raise
 
 
-def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: float | None = None):
+def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: float | None = None, lazy: bool = True):
     """Read a fit written by ``fit.save(path)``.
 
     Parameters
@@ -738,6 +759,15 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
         declared sizes before anything is read (default
         :data:`DEFAULT_LOAD_GIB`); raise it for a file you trust that holds
         more (e.g. a fit kept with a larger ``max_memory_gib``).
+    lazy : bool
+        Read the large per-draw arrays (``theta``, ``log_lik`` and the
+        model's own parameters) when the fit first uses them (default), or
+        all of them now (``False``).  Either way everything about them but
+        their values (structure, dtype, shape, declared size against
+        ``max_memory_gib``) is checked now, and their values when read: a
+        lazily loaded fit raises :class:`FitFileError` on first use if its
+        draws are damaged, or if the file has changed or gone since it was
+        loaded.  ``fit.draws.read_all()`` reads and checks them at once.
 
     Returns
     -------
@@ -757,6 +787,8 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
     """
     path = Path(path)
     limit = DEFAULT_LOAD_GIB if max_memory_gib is None else memory_limit(max_memory_gib)
+    if not isinstance(lazy, (bool, np.bool_)):
+        raise ValueError(f"lazy must be True or False, got {lazy!r}")
     handle = _open_regular(path)
     try:
         head = handle.read(8)
@@ -767,7 +799,7 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
         if head != _HDF5_SIGNATURE:
             raise FitFileError(f"{path} is not a pyrater fit file (not a netCDF4/HDF5 file)")
         handle.seek(0)
-        reader = _Reader(path, limit)
+        reader = _Reader(path, limit, lazy=bool(lazy), identity=_identity(handle))
         try:
             return reader.read(handle)
         except FitFileError:
@@ -778,12 +810,61 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
         handle.close()
 
 
+def _identity(handle: io.BufferedReader) -> tuple[int, ...]:
+    """(device, inode, size, modification time in ns) of an open file."""
+    st = os.fstat(handle.fileno())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_later(
+    path: Path,
+    limit_gib: float,
+    identity: tuple[int, ...],
+    group: str,
+    name: str,
+    shape: tuple[int, ...],
+    kinds: str,
+    check: Callable[[np.ndarray], str | None] | None,
+) -> np.ndarray:
+    """Read one variable of a lazily loaded fit, from the file as it was when loaded."""
+    import h5py
+
+    where = f"group '{group}', variable '{name}'"
+    try:
+        handle = _open_regular(path)
+    except (FileNotFoundError, PermissionError) as exc:
+        raise FitFileError(
+            f"{path}: {where}: the file can no longer be read ({type(exc).__name__}); a lazily loaded fit reads its "
+            "draws when first used: keep the file, or load with lazy=False (or call fit.draws.read_all()) first"
+        ) from None
+    try:
+        if _identity(handle) != identity:
+            raise FitFileError(
+                f"{path}: {where}: the file has changed since the fit was loaded; load it again "
+                "(a lazily loaded fit reads its draws when first used)"
+            )
+        reader = _Reader(path, limit_gib)
+        reader.part = where
+        try:
+            with h5py.File(handle, "r") as h5:
+                reader.h5 = h5
+                return reader.read_array(group, name, shape, kinds, check)
+        except FitFileError as exc:
+            raise FitFileError(f"{exc} (read on first use, after a lazy load)") from None
+        except Exception as exc:  # anything from h5py, HDF5 or numpy
+            raise FitFileError(reader.message(exc) + " (read on first use, after a lazy load)") from None
+    finally:
+        handle.close()
+
+
 class _Reader:
     """Reads one fit file through h5py, checking every part before it is used (see the module docstring)."""
 
-    def __init__(self, path: Path, limit_gib: float) -> None:
+    def __init__(self, path: Path, limit_gib: float, lazy: bool = False, identity: tuple[int, ...] = ()) -> None:
         self.path = path
         self.limit_gib = limit_gib
+        self.lazy = lazy
+        self.identity = identity  # the file's (device, inode, size, mtime): what a deferred read must find
         self.part = "the file"
         self.h5: Any = None
 
@@ -1003,6 +1084,37 @@ class _Reader:
                         self.fail(problem, where)
         return out.astype(bool) if dtype == np.dtype(bool) else out
 
+    def defer(
+        self,
+        group: str,
+        name: str,
+        shape: tuple[int, ...] | Callable[[tuple[int, ...]], bool],
+        kinds: str,
+        check: Callable[[np.ndarray], str | None] | None = None,
+        expected: str = "",
+    ) -> tuple[tuple[int, ...], Callable[[], np.ndarray]]:
+        """What :meth:`read_array` checks before reading, now; the read and the value checks, later.
+
+        Returns the variable's shape and a function that reads it (from the
+        file as it was at load: a changed or removed file raises FitFileError).
+        """
+        where = f"group '{group}', variable '{name}'"
+        self.part = where
+        ds = self.dataset(group, name)
+        dtype = self.dtype_of(ds, where, kinds)
+        if callable(shape):
+            found = tuple(int(n) for n in ds.shape)
+            if not shape(found):
+                self.fail(f"its shape {found} is not {expected}", where)
+            shape = found
+        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
+        path, limit, identity, fixed = self.path, self.limit_gib, self.identity, shape
+
+        def read() -> np.ndarray:
+            return _read_later(path, limit, identity, group, name, fixed, kinds, check)
+
+        return fixed, read
+
     def reserve(self, n_bytes: int, where: str) -> None:
         """Count ``n_bytes`` about to be allocated; refuse when the running total passes the limit."""
         self.reserved = getattr(self, "reserved", 0) + n_bytes
@@ -1137,6 +1249,8 @@ class _Reader:
         fit = cls(**kwargs)
         self.part = "the settings block: its summary keys"
         _check_summary(block, fit, fields_json)
+        if _RB_STATE in self.state_shapes and _RB_CACHE in dir(cls) and _RB_STATE not in names:
+            fit.__dict__[_RB_CACHE] = self.state(_RB_STATE, data)  # no pass over the draws on first use
         return fit
 
     def rating_data(self, spec: Any) -> RatingData:
@@ -1190,7 +1304,13 @@ class _Reader:
             _columns=columns,
         )
 
-    def draws(self, layout: dict[str, Any], data: RatingData, model: Any) -> tuple[dict, tuple[int, int]]:
+    def draws(self, layout: dict[str, Any], data: RatingData, model: Any) -> tuple[Any, tuple[int, int]]:
+        """The draws: a dict, or (``lazy``) a :class:`~pyrater.fits._lazy.LazyDraws` whose large entries wait on disk.
+
+        ``pi`` is always read now; lazily, every other variable is checked
+        (structure, dtype, shape, declared size against the limit) now and
+        read, with its value checks, on first use.
+        """
         K, J, I = data.n_categories, data.n_raters, data.n_units
         names = layout["draws"]
         if "pi" not in names or "theta" not in names:
@@ -1205,12 +1325,23 @@ class _Reader:
         )
         C, S = pi.shape[:2]
         shapes = _parameter_shapes(model, K, J)
-        out: dict[str, np.ndarray] = {"pi": pi}
+        ready: dict[str, np.ndarray] = {"pi": pi}
+        deferred: dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]] = {}
+        take = self.defer if self.lazy else self.read_array
+
+        def put(key: str, *args: Any) -> None:
+            value = take(*args)
+            if isinstance(value, np.ndarray):
+                ready[key] = value
+            else:
+                deferred[key] = value
+
         for key in names:
             if key in ("pi", "log_lik"):
                 continue
             if key == "theta":
-                out[key] = self.read_array(
+                put(
+                    key,
                     "posterior",
                     key,
                     lambda s: s[:2] == (C, S) and s[2:] in ((J, K, K), (K, K)),
@@ -1219,25 +1350,34 @@ class _Reader:
                     f"(chains, draws, J, K, K) = {(C, S, J, K, K)} or (chains, draws, K, K) = {(C, S, K, K)}",
                 )
             elif key in shapes:
-                out[key] = self.read_array("posterior", key, (C, S, *shapes[key]), "f", _finite)
+                put(key, "posterior", key, (C, S, *shapes[key]), "f", _finite)
             else:  # a parameter this model does not declare: any shape after (chain, draw), finite
-                out[key] = self.read_array(
-                    "posterior", key, lambda s: s[:2] == (C, S), "f", _finite, f"(chains, draws, ...) = ({C}, {S}, ...)"
+                put(
+                    key,
+                    "posterior",
+                    key,
+                    lambda s: s[:2] == (C, S),
+                    "f",
+                    _finite,
+                    f"(chains, draws, ...) = ({C}, {S}, ...)",
                 )
         if "log_lik" in names:
             where = layout.get("log_lik")
             if where in ("log_likelihood", "unit_log_likelihood"):
-                out["log_lik"] = self.read_array(where, "log_lik", (C, S, I), "f", _not_nan)
+                put("log_lik", where, "log_lik", (C, S, I), "f", _not_nan)
             elif isinstance(where, list) and len(where) == 3 and all(type(n) is int and n >= 0 for n in where):
                 if math.prod(where) != 0:
                     self.fail(f"an empty log_lik of shape {where} holds values", "the settings block: 'layout'")
-                out["log_lik"] = np.zeros(where)
+                ready["log_lik"] = np.zeros(where)
             else:
                 self.fail(f"log_lik is in {where!r}, not a group of the format", "the settings block: 'layout'")
         self.labels_match("posterior", "category", data.categories)
-        if out["theta"].ndim == 5:
+        theta_ndim = ready["theta"].ndim if "theta" in ready else len(deferred["theta"][0])
+        if theta_ndim == 5:
             self.labels_match("posterior", "rater", data.rater_labels)
-        return {k: out[k] for k in names}, (C, S)
+        if deferred:
+            return LazyDraws(ready, deferred, list(names), str(self.path)), (C, S)
+        return {k: ready[k] for k in names}, (C, S)
 
     def sample_stats(self, names: list[str], chains_draws: tuple[int, int] | None) -> dict[str, np.ndarray]:
         if not names:
@@ -1284,7 +1424,7 @@ class _Reader:
         """An array field from ``/fit_state``; the fit's common arrays are checked against the data."""
         K, J, I = data.n_categories, data.n_raters, data.n_units
         declared = getattr(self, "state_shapes", {}).get(name)
-        if declared is not None and name in ("known", "pi", "theta", "class_probs"):
+        if declared is not None and name in ("known", "pi", "theta", "class_probs", _RB_STATE):
             ds = self.dataset("fit_state", name)
             if tuple(ds.shape) != declared:
                 self.fail(
@@ -1299,7 +1439,7 @@ class _Reader:
             return self.read_array(
                 "fit_state", name, lambda s: s in ((J, K, K), (K, K)), "f", _simplex, f"({J}, {K}, {K}) or ({K}, {K})"
             )
-        if name == "class_probs":
+        if name in ("class_probs", _RB_STATE):
             return self.read_array("fit_state", name, (I, K), "f", _simplex)
         declared = getattr(self, "state_shapes", {}).get(name)
         if declared is not None:  # the shape the settings block records
