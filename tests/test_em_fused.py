@@ -332,3 +332,62 @@ def test_vote_shares_equal_soft_majority_vote(repeated):
     c = data.counts
     got = _fused.vote_shares(c.indptr, c.indices, c.data, np.empty((data.n_units, data.n_categories)))
     np.testing.assert_array_equal(got, soft_majority_vote(c, data.n_categories))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_majority_sums_equal_the_vote_then_its_expected_counts(repeated, weighted):
+    """One pass (the fused start) gives the bits of vote_shares, clamped to the known classes, then expected_counts;
+    units without counts get 1/K."""
+    data, _ = repeated
+    c = data.counts.copy()
+    c.data[c.indptr[3] : c.indptr[4]] = 0.0  # unit 3: no counts left (its vote is 1/K)
+    I, K = data.n_units, data.n_categories
+    JK = c.shape[1]
+    rng = np.random.default_rng(4)
+    known = np.where(rng.random(I) < 0.1, rng.integers(0, K, I), -1).astype(np.int64)
+    weight = rng.integers(1, 4, I).astype(float) if weighted else np.empty(0)
+    T = _fused.vote_shares(c.indptr, c.indices, c.data, np.empty((I, K)))
+    rows = np.flatnonzero(known >= 0)
+    T[rows] = 0.0
+    T[rows, known[rows]] = 1.0
+    N_ref, n_ref = np.zeros((JK, _fused.KP)), np.zeros(_fused.KP)
+    _fused.expected_counts(c.indptr, c.indices, c.data, T, weight, 0, I, N_ref, n_ref)
+    N, n_k = np.full((JK, _fused.KP), np.nan), np.full(_fused.KP, np.nan)
+    rating = np.arange(JK, dtype=np.int64) % K
+    _fused.majority_sums(c.indptr, c.indices, c.data, rating, known, weight, K, N, n_k)
+    np.testing.assert_array_equal(N, N_ref)
+    np.testing.assert_array_equal(n_k, n_ref)
+    if known[3] < 0:
+        np.testing.assert_array_equal(T[3], np.full(K, 1.0 / K))
+
+
+@pytest.mark.parametrize("model", VARIANTS)
+def test_the_fused_majority_start_gives_the_fit_of_the_vote_as_a_start(repeated, model):
+    """init="majority" (one fused pass) and the same vote passed as a start array give the same fit."""
+    data, known = repeated
+    vote = soft_majority_vote(data.counts, data.n_categories)
+    # compress=False: with compression a start array is averaged within groups of equal rows
+    kw = dict(model=model, method="ml", max_iter=30, known=known, compress=False)
+    a = _fit(data, "numba", init="majority", **kw)
+    codes = data.known_codes(known)
+    rows = np.flatnonzero(codes >= 0)
+    vote[rows] = 0.0
+    vote[rows, codes[rows]] = 1.0
+    b = _fit(data, "numba", init=vote, **kw)
+    assert a.start == "majority" and a.n_iter == b.n_iter
+    # a start array is renormalised when checked (rounding of the last bit), so equal to rounding only
+    np.testing.assert_allclose(a.pi, b.pi, rtol=1e-13)
+    np.testing.assert_allclose(a.theta, b.theta, rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(a.class_probs, b.class_probs, rtol=1e-12, atol=1e-16)
+
+
+def test_log_theta_into_writes_the_padded_log_table():
+    rng = np.random.default_rng(2)
+    theta = rng.dirichlet(np.ones(5), size=(7, 5))
+    theta[3, 2, 4] = 0.0  # log 0 = -inf, without a warning
+    ref = _fused.pad_log_theta(np.log(np.where(theta > 0, theta, 1.0)), np.zeros((35, _fused.KP)))
+    ref[3 * 5 + 4, 2] = -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _fused.log_theta_into(theta, np.zeros((35, _fused.KP)))
+    np.testing.assert_array_equal(got, ref)

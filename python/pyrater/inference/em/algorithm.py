@@ -244,6 +244,18 @@ class _FusedKernel:
         run_kernel(f.expected_counts, *self.csr, T, self.weight, 0, I, self.N[0], self.n_k[0])
         return self.n_k[0][:K].copy(), self.N[0][:, :K]
 
+    def majority_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """``n_k`` (K,) and the expected counts (J*K, K) (a view) from the soft majority vote, in one pass.
+
+        The numbers of :meth:`m_step_sums` of the (clamped) vote shares, without
+        writing the (I, K) shares.
+        """
+        f, K = self.fused, self.K
+        JK = self.LT.shape[0]
+        rating = np.arange(JK, dtype=np.int64) % K
+        run_kernel(f.majority_sums, *self.csr, rating, self.known, self.weight, K, self.N[0], self.n_k[0])
+        return self.n_k[0][:K].copy(), self.N[0][:, :K]
+
     def _args(self, t: int, log_pi: np.ndarray, T: np.ndarray, N: np.ndarray) -> tuple:
         return (
             *self.csr,
@@ -270,7 +282,7 @@ class _FusedKernel:
         """
         with np.errstate(divide="ignore"):
             log_pi = self.fused.pad_log_pi(np.log(pi))
-            self.fused.pad_log_theta(np.log(theta), self.LT)
+            self.fused.log_theta_into(theta, self.LT)
         T_out = self.no_T if T is None else T
         n = len(self.N)
         calls = [self._args(t, log_pi, T_out, self.N[t] if counts else self.no_N) for t in range(n)]
@@ -301,8 +313,14 @@ def _run_fused(
     n_threads: int,
     param_tol: float = 1e-6,
     bar: Any = None,
+    majority_start: bool = False,
 ) -> dict[str, Any]:
     """:func:`_run` with each iteration one pass of the fused numba kernel.
+
+    With ``majority_start`` the run starts from the soft majority vote: the
+    first M-step's sums come from one pass over the counts
+    (:meth:`_FusedKernel.majority_sums`) and ``T`` is only the (I, K) buffer
+    that receives the final class probabilities (its values are not read).
 
     Same iterations, objective and stopping rule as :func:`_run`; the first
     M-step (from the initial class probabilities) takes its sums from
@@ -314,7 +332,8 @@ def _run_fused(
     """
     kern = _FusedKernel(fused, prob, n_threads)
     T = np.ascontiguousarray(T, dtype=np.float64)
-    pi, theta, empty = m_step_from_counts(*kern.m_step_sums(T), prob.J, prob.K, kind, prior)
+    sums = kern.majority_sums() if majority_start else kern.m_step_sums(T)
+    pi, theta, empty = m_step_from_counts(*sums, prob.J, prob.K, kind, prior)
     trace: list[float] = []
     converged = False
     conv = Convergence(tol, param_tol)
@@ -617,6 +636,23 @@ def em(
             )
             starts = [(name, clamp_classes(T0, prob.known)) for name, T0 in starts]
             runs.append(search(run_from, starts, int(max_iter), max(tol, 1e-10)))
+        elif r == 0 and isinstance(init_checked, str) and init_checked == "majority" and fused is not None:
+            # the vote's sums in one pass, straight into the first M-step (the same numbers as start())
+            res = _run_fused(
+                prob,
+                np.empty((n_fit, K)),
+                kind,
+                prior,
+                tol,
+                int(max_iter),
+                fused,
+                int(n_threads),
+                param_tol,
+                bar,
+                majority_start=True,
+            )
+            res["start"] = "majority"
+            runs.append(res)
         else:
             which = init_checked if r == 0 else "random"
             res = run_from(start(which), int(max_iter))
@@ -660,8 +696,9 @@ def em(
     if prior is None and kind in ("dawid_skene", "homogeneous") and prob.known is None:
         # ML is label-symmetric (no prior, no known classes to anchor the labels)
         order = class_order(pi, theta)
-        pi, theta, T = pi[order], theta[:, order, :], T[:, order]
-        empty = None if empty is None else empty[:, order]
+        if np.any(order != np.arange(K)):  # (no copy of the class probabilities when nothing moves)
+            pi, theta, T = pi[order], theta[:, order, :], T[:, order]
+            empty = None if empty is None else empty[:, order]
     class_probs = T[inverse] if inverse is not None else T
     ll = res["log_lik"]
     return EMFit(

@@ -60,7 +60,16 @@ import numpy as np
 from ...models._fused import exp_nonpos as _exp_nonpos
 from ...models._fused import log_joint_block
 
-__all__ = ["KP", "em_iteration", "expected_counts", "vote_shares", "pad_log_pi", "pad_log_theta"]
+__all__ = [
+    "KP",
+    "em_iteration",
+    "expected_counts",
+    "majority_sums",
+    "vote_shares",
+    "pad_log_pi",
+    "pad_log_theta",
+    "log_theta_into",
+]
 
 #: lanes of the class axis (the kernels support K <= KP)
 KP = 8
@@ -286,6 +295,97 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
             c += _u64(1)
 
 
+@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # pragma: no cover - compiled
+    """The first M-step's sums from the soft majority vote, without writing the vote.
+
+    The same numbers as :func:`vote_shares` (clamped to the known classes) followed by
+    :func:`expected_counts`, in one pass over the counts: per unit the shares
+    ``t[k]`` of each rating among its counts (``1/K`` without counts; one-hot for a
+    known class), then ``N[j*K + l, k] += w_i t[k] C[i, j*K + l]`` and
+    ``n_k[k] += w_i t[k]`` (both overwritten).
+
+    Parameters
+    ----------
+    indptr, indices, data : arrays
+        The CSR count matrix (``data`` float64).
+    rating : int64 array (J*K,)
+        ``rating[j*K + l] = l``.
+    known : int64 array (I,) or empty
+    weight : float64 array (I,) or empty (all weights 1)
+    K : int
+    N : float64 array (J*K, KP); n_k : float64 array (KP,)
+    """
+    I = indptr.size - 1
+    weighted = weight.size > 0
+    has_known = known.size > 0
+    N[:] = 0.0
+    acc = np.zeros(KP)
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = 0.0
+    for i in range(I):
+        iu = _u64(i)
+        for k in range(KP):
+            acc[k] = 0.0
+        c = _u64(indptr[iu])
+        b = _u64(indptr[iu + _u64(1)])
+        while c < b:
+            acc[rating[_u64(indices[c])]] += data[c]
+            c += _u64(1)
+        kk = known[iu] if has_known else -1
+        if kk >= 0:
+            for k in range(KP):
+                acc[k] = 1.0 if k == kk else 0.0
+        else:
+            tot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+            if tot > 0:
+                for k in range(K):
+                    acc[k] = acc[k] / tot
+            else:
+                for k in range(K):
+                    acc[k] = 1.0 / K
+        if weighted:
+            w = weight[iu]
+            for k in range(K):
+                acc[k] = acc[k] * w
+        t0 = acc[0]
+        t1 = acc[1]
+        t2 = acc[2]
+        t3 = acc[3]
+        t4 = acc[4]
+        t5 = acc[5]
+        t6 = acc[6]
+        t7 = acc[7]
+        n0 += t0
+        n1 += t1
+        n2 += t2
+        n3 += t3
+        n4 += t4
+        n5 += t5
+        n6 += t6
+        n7 += t7
+        c = _u64(indptr[iu])
+        while c < b:
+            col = _u64(indices[c])
+            v = data[c]
+            N[col, 0] += v * t0
+            N[col, 1] += v * t1
+            N[col, 2] += v * t2
+            N[col, 3] += v * t3
+            N[col, 4] += v * t4
+            N[col, 5] += v * t5
+            N[col, 6] += v * t6
+            N[col, 7] += v * t7
+            c += _u64(1)
+    n_k[0] = n0
+    n_k[1] = n1
+    n_k[2] = n2
+    n_k[3] = n3
+    n_k[4] = n4
+    n_k[5] = n5
+    n_k[6] = n6
+    n_k[7] = n7
+
+
 @numba.njit(cache=True, nogil=True)
 def vote_shares(indptr, indices, data, out):  # pragma: no cover - compiled
     """Soft majority vote into ``out`` (I, K), K <= KP: the share of each rating among a unit's counts.
@@ -327,6 +427,14 @@ def pad_log_theta(log_theta: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write ``LT[j*K + l, k] = log_theta[j, k, l]`` into the lanes ``k < K`` of ``out`` (J*K, KP)."""
     J, K, _ = log_theta.shape
     out[:, :K].reshape(J, K, K)[...] = log_theta.transpose(0, 2, 1)
+    return out
+
+
+def log_theta_into(theta: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``pad_log_theta(np.log(theta), out)`` in one pass, without a temporary (``log 0 = -inf``)."""
+    J, K, _ = theta.shape
+    with np.errstate(divide="ignore"):
+        np.log(theta.transpose(0, 2, 1), out=out[:, :K].reshape(J, K, K))
     return out
 
 
