@@ -330,7 +330,7 @@ def test_polynomial_exp_matches_libm():
 def test_vote_shares_equal_soft_majority_vote(repeated):
     data, _ = repeated
     c = data.counts
-    got = _fused.vote_shares(c.indptr, c.indices, c.data, np.empty((data.n_units, data.n_categories)))
+    got = _numba.run(_fused.vote_shares, c.indptr, c.indices, c.data, np.empty((data.n_units, data.n_categories)))
     np.testing.assert_array_equal(got, soft_majority_vote(c, data.n_categories))
 
 
@@ -346,15 +346,15 @@ def test_majority_sums_equal_the_vote_then_its_expected_counts(repeated, weighte
     rng = np.random.default_rng(4)
     known = np.where(rng.random(I) < 0.1, rng.integers(0, K, I), -1).astype(np.int64)
     weight = rng.integers(1, 4, I).astype(float) if weighted else np.empty(0)
-    T = _fused.vote_shares(c.indptr, c.indices, c.data, np.empty((I, K)))
+    T = _numba.run(_fused.vote_shares, c.indptr, c.indices, c.data, np.empty((I, K)))
     rows = np.flatnonzero(known >= 0)
     T[rows] = 0.0
     T[rows, known[rows]] = 1.0
     N_ref, n_ref = np.zeros((JK, _fused.KP)), np.zeros(_fused.KP)
-    _fused.expected_counts(c.indptr, c.indices, c.data, T, weight, 0, I, N_ref, n_ref)
+    _numba.run(_fused.expected_counts, c.indptr, c.indices, c.data, T, weight, 0, I, N_ref, n_ref)
     N, n_k = np.full((JK, _fused.KP), np.nan), np.full(_fused.KP, np.nan)
     rating = np.arange(JK, dtype=np.int64) % K
-    _fused.majority_sums(c.indptr, c.indices, c.data, rating, known, weight, K, N, n_k)
+    _numba.run(_fused.majority_sums, c.indptr, c.indices, c.data, rating, known, weight, K, N, n_k)
     np.testing.assert_array_equal(N, N_ref)
     np.testing.assert_array_equal(n_k, n_ref)
     if known[3] < 0:
@@ -391,3 +391,31 @@ def test_log_theta_into_writes_the_padded_log_table():
         warnings.simplefilter("error")
         got = _fused.log_theta_into(theta, np.zeros((35, _fused.KP)))
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("case", ["few raters", "many raters", "many raters, every row twice"])
+def test_the_compiled_compression_check_counts_the_buckets_numpy_counts(case):
+    """may_compress with the kernel: the same occupied-bucket count, so the same decision, as the numpy route."""
+    import scipy.sparse as sp
+
+    from pyrater.inference.em import compress
+
+    J = 6 if case == "few raters" else 400
+    c = simulate_dawid_skene(3000, J, n_categories=4, raters_per_item=3, seed=5).data.counts.copy()
+    if case.endswith("twice"):
+        c = sp.vstack([c, c], format="csr")
+    c.data[c.indptr[5] : c.indptr[6]] = 0.0
+    c.eliminate_zeros()  # row 5 empty
+    I = c.shape[0]
+    bits = int(min(26, max(10, np.ceil(np.log2(8 * I)))))
+    got = _numba.run(_fused.occupied_key_buckets, c.indptr, c.indices, bits)
+    n = np.diff(c.indptr).astype(np.uint64)
+    first = np.where(n > 0, c.indices[np.minimum(c.indptr[:-1], c.nnz - 1)], 0).astype(np.uint64)
+    last = np.where(n > 0, c.indices[np.maximum(c.indptr[1:] - 1, 0)], 0).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = n ^ (first * np.uint64(0x9E3779B97F4A7C15)) ^ (last * np.uint64(0xC2B2AE3D27D4EB4F))
+        key = (key * np.uint64(0xD6E8FEB86659FD93)) >> np.uint64(64 - bits)
+    assert got == np.unique(key).size
+    decision = compress.may_compress(c)
+    assert compress.may_compress(c, _fused) == decision
+    assert decision == (case != "many raters")  # both outcomes are exercised

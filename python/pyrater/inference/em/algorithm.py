@@ -561,7 +561,11 @@ def em(
     weight = data.weight.astype(float)
     first: np.ndarray | None = None
     inverse: np.ndarray | None = None  # set together with first
-    if compress is True or (compress == "auto" and not data.is_grouped and I >= 4 and may_compress(counts)):
+    # the compression check in one compiled pass where the numba kernels will run anyway
+    check_kernel = load_fused() if backend != "scipy" and counts.nnz >= _FUSED_MIN_NNZ else None
+    if compress is True or (
+        compress == "auto" and not data.is_grouped and I >= 4 and may_compress(counts, check_kernel)
+    ):
         comp = compress_rows(counts, weight, known_codes)
         if comp is not None:
             first_c, inv_c = comp

@@ -7,6 +7,8 @@ exactly, so a hash collision can only cost the compression, never a wrong fit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -64,13 +66,15 @@ def _same_rows(counts: sp.csr_matrix, rows: np.ndarray, reps: np.ndarray) -> boo
     return bool(np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data))
 
 
-def may_compress(counts: sp.csr_matrix) -> bool:
+def may_compress(counts: sp.csr_matrix, kernel: Any = None) -> bool:
     """Cheap necessary condition for "auto" compression to pay off.
 
     Rows with different (number of entries, first column, last column) differ,
     so the number of distinct such keys is a lower bound on the number of
     distinct rows; when it exceeds the share that "auto" accepts, the full
-    row hashing is skipped.
+    row hashing is skipped.  ``kernel`` (the module
+    :mod:`pyrater.inference.em.kernel`, when numba is used) counts the same
+    buckets in one compiled pass.
     """
     I, JK = counts.shape
     if not counts.has_sorted_indices:
@@ -80,6 +84,12 @@ def may_compress(counts: sp.csr_matrix) -> bool:
     key = n.astype(np.uint64)
     if counts.nnz == 0:
         return True
+    bits = int(min(26, max(10, np.ceil(np.log2(8 * max(I, 1))))))
+    if kernel is not None:
+        from .._numba import run as run_kernel
+
+        occupied_count = run_kernel(kernel.occupied_key_buckets, indptr, counts.indices, bits)
+        return int(occupied_count) <= AUTO_COMPRESS_SHARE * I
     c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
     # first and last column of each row (0 for empty rows, whose key stays 0); no boolean-mask indexing
     first_col = counts.indices[np.minimum(indptr[:-1], counts.nnz - 1)].astype(np.uint64)
@@ -95,7 +105,6 @@ def may_compress(counts: sp.csr_matrix) -> bool:
         key ^= last_col
         # distinct keys >= occupied buckets of a bitmap with >= 8 I buckets (multiplicative hashing);
         # a bitmap is much cheaper than counting distinct keys exactly (a hash table or a sort)
-        bits = int(min(26, max(10, np.ceil(np.log2(8 * max(I, 1))))))
         key *= np.uint64(0xD6E8FEB86659FD93)
         key >>= np.uint64(64 - bits)
     occupied = np.zeros(1 << bits, dtype=bool)

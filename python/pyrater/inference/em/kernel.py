@@ -320,61 +320,74 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
     weighted = weight.size > 0
     has_known = known.size > 0
     N[:] = 0.0
-    acc = np.zeros(KP)
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = 0.0
+    uniform = 1.0 / K
+    eye = np.eye(KP)
     for i in range(I):
         iu = _u64(i)
-        for k in range(KP):
-            acc[k] = 0.0
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
         c = _u64(indptr[iu])
         b = _u64(indptr[iu + _u64(1)])
-        while c < b:
-            acc[rating[_u64(indices[c])]] += data[c]
+        while c < b:  # the counts of each rating: one eight-lane FMA with a row of the identity (exact)
+            v = data[c]
+            r = _u64(rating[_u64(indices[c])])
+            a0 += v * eye[r, 0]
+            a1 += v * eye[r, 1]
+            a2 += v * eye[r, 2]
+            a3 += v * eye[r, 3]
+            a4 += v * eye[r, 4]
+            a5 += v * eye[r, 5]
+            a6 += v * eye[r, 6]
+            a7 += v * eye[r, 7]
             c += _u64(1)
         kk = known[iu] if has_known else -1
-        if kk >= 0:
-            for k in range(KP):
-                acc[k] = 1.0 if k == kk else 0.0
+        if kk >= 0:  # a known class: one-hot
+            a0 = 1.0 if kk == 0 else 0.0
+            a1 = 1.0 if kk == 1 else 0.0
+            a2 = 1.0 if kk == 2 else 0.0
+            a3 = 1.0 if kk == 3 else 0.0
+            a4 = 1.0 if kk == 4 else 0.0
+            a5 = 1.0 if kk == 5 else 0.0
+            a6 = 1.0 if kk == 6 else 0.0
+            a7 = 1.0 if kk == 7 else 0.0
         else:
-            tot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-            if tot > 0:
-                for k in range(K):
-                    acc[k] = acc[k] / tot
+            tot = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+            if tot > 0:  # lanes k >= K hold 0 and stay 0
+                a0, a1, a2, a3 = a0 / tot, a1 / tot, a2 / tot, a3 / tot
+                a4, a5, a6, a7 = a4 / tot, a5 / tot, a6 / tot, a7 / tot
             else:
-                for k in range(K):
-                    acc[k] = 1.0 / K
+                a0 = uniform
+                a1 = uniform if K > 1 else 0.0
+                a2 = uniform if K > 2 else 0.0
+                a3 = uniform if K > 3 else 0.0
+                a4 = uniform if K > 4 else 0.0
+                a5 = uniform if K > 5 else 0.0
+                a6 = uniform if K > 6 else 0.0
+                a7 = uniform if K > 7 else 0.0
         if weighted:
             w = weight[iu]
-            for k in range(K):
-                acc[k] = acc[k] * w
-        t0 = acc[0]
-        t1 = acc[1]
-        t2 = acc[2]
-        t3 = acc[3]
-        t4 = acc[4]
-        t5 = acc[5]
-        t6 = acc[6]
-        t7 = acc[7]
-        n0 += t0
-        n1 += t1
-        n2 += t2
-        n3 += t3
-        n4 += t4
-        n5 += t5
-        n6 += t6
-        n7 += t7
+            a0, a1, a2, a3 = a0 * w, a1 * w, a2 * w, a3 * w
+            a4, a5, a6, a7 = a4 * w, a5 * w, a6 * w, a7 * w
+        n0 += a0
+        n1 += a1
+        n2 += a2
+        n3 += a3
+        n4 += a4
+        n5 += a5
+        n6 += a6
+        n7 += a7
         c = _u64(indptr[iu])
         while c < b:
             col = _u64(indices[c])
             v = data[c]
-            N[col, 0] += v * t0
-            N[col, 1] += v * t1
-            N[col, 2] += v * t2
-            N[col, 3] += v * t3
-            N[col, 4] += v * t4
-            N[col, 5] += v * t5
-            N[col, 6] += v * t6
-            N[col, 7] += v * t7
+            N[col, 0] += v * a0
+            N[col, 1] += v * a1
+            N[col, 2] += v * a2
+            N[col, 3] += v * a3
+            N[col, 4] += v * a4
+            N[col, 5] += v * a5
+            N[col, 6] += v * a6
+            N[col, 7] += v * a7
             c += _u64(1)
     n_k[0] = n0
     n_k[1] = n1
@@ -384,6 +397,45 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
     n_k[5] = n5
     n_k[6] = n6
     n_k[7] = n7
+
+
+@numba.njit(cache=True, nogil=True)
+def occupied_key_buckets(indptr, indices, bits):  # pragma: no cover - compiled
+    """:func:`pyrater.inference.em.compress.may_compress`'s count of occupied buckets, in one pass.
+
+    Per row the key ``n ^ (first column * c1) ^ (last column * c2)`` (0 columns for an
+    empty row), multiplied by a constant and shifted to ``bits`` bits (all arithmetic
+    modulo 2**64, as numpy's uint64); returns the number of distinct buckets hit.
+    """
+    I = indptr.size - 1
+    nnz = indices.size
+    c1 = np.uint64(0x9E3779B97F4A7C15)
+    c2 = np.uint64(0xC2B2AE3D27D4EB4F)
+    mult = np.uint64(0xD6E8FEB86659FD93)
+    shift = np.uint64(64 - bits)
+    occupied = np.zeros(max(1, (1 << bits) >> 6), dtype=np.uint64)  # one bit per bucket: stays in L2
+    one = np.uint64(1)
+    six = np.uint64(6)
+    low = np.uint64(63)
+    count = 0
+    for i in range(I):
+        a = indptr[i]
+        b = indptr[i + 1]
+        n = np.uint64(b - a)
+        if b > a:
+            first = np.uint64(indices[min(a, nnz - 1)])
+            last = np.uint64(indices[max(b - 1, 0)])
+        else:
+            first = np.uint64(0)
+            last = np.uint64(0)
+        key = n ^ (first * c1) ^ (last * c2)
+        bucket = (key * mult) >> shift
+        word = bucket >> six
+        bit = one << (bucket & low)
+        if not occupied[word] & bit:
+            occupied[word] |= bit
+            count += 1
+    return count
 
 
 @numba.njit(cache=True, nogil=True)
