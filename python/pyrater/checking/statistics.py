@@ -197,7 +197,7 @@ class Statistic:
         if self._labels is None:
             return None
         values = self._labels(observed) if callable(self._labels) else self._labels
-        return pd.Index(list(values))
+        return values if isinstance(values, pd.Index) else pd.Index(list(values))
 
     def __call__(self, data: Any, params: DrawParameters | None = None) -> Any:
         """The statistic of ``data`` (``params`` is ignored)."""
