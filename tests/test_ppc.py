@@ -236,7 +236,10 @@ def test_vector_plot_shows_observed_against_replicated_bands(misfit_fit):
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(v) for v in range(6)]
     assert ax.get_xlabel() == "votes"
-    assert "outside the 98% interval" in ax.get_title()
+    n_out = int((~res.covers(0.98)).sum())
+    assert ax.get_title() == f"new_items: {n_out} of 6 outside the 98% interval"
+    np.testing.assert_allclose(ax.collections[-1].get_offsets()[:, 1], res.observed[~res.covers(0.98)])
+    assert res.plot(yscale="log").axes[0].get_yscale() == "log"
     both = posterior_predictive_check(misfit_fit, [vote_histogram(1), pair_agreement()], draws=20, seed=2)
     assert len(both.plot().axes) == 2
     scalar_discrepancy = posterior_predictive_check(

@@ -240,14 +240,14 @@ def plot_prevalence(fit: Fit, prob: float = DEFAULT_PROB, ax=None):
     return fig
 
 
-def plot_ppc(result, ax=None, bins: int = 30):
+def plot_ppc(result, ax=None, bins: int = 30, yscale: str | None = None):
     """Observed against replicated values of a posterior predictive check.
 
     * a scalar statistic: histogram of the replicated values, the observed
       value as a vertical line;
     * a scalar discrepancy: replicated against observed value per draw, with
       the line ``T_rep = T_obs`` (points above it count towards ``p_value``);
-    * a vector statistic (e.g. :func:`~pyrater.checking.statistics.vote_histogram`):
+    * a vector statistic (e.g. :func:`~pyrater.checking.vote_histogram`):
       per component the central intervals of the replicated values (thick:
       the narrowest of ``result.probs``, thin: the widest), their median
       (grey tick) and the observed value (red point; hollow where outside the
@@ -261,18 +261,23 @@ def plot_ppc(result, ax=None, bins: int = 30):
     ax : matplotlib Axes, optional
     bins : int
         Histogram bins (scalar statistics).
+    yscale : str, optional
+        Scale of the y axis of a vector statistic (e.g. ``"log"`` for counts
+        spanning orders of magnitude, such as a vote histogram).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     if ax is None:
-        width = 5.0 if result.is_scalar else max(5.0, 0.45 * len(result.components) + 2)
+        width = 5.0 if result.is_scalar else max(6.0, 0.45 * len(result.components) + 2)
         fig, ax = plt.subplots(figsize=(width, 3.2 if result.is_scalar else 3.4))
     else:
         fig = ax.figure
     if not result.is_scalar:
         _plot_ppc_intervals(result, ax)
+        if yscale is not None:
+            ax.set_yscale(yscale)
     elif result.discrepancy:
         obs = np.asarray(result.observed, dtype=float)
         ax.scatter(obs, result.simulated, s=8, color="0.4", alpha=0.6, label="draws")
@@ -329,7 +334,7 @@ def _plot_ppc_intervals(result, ax) -> None:
     ax.set_xlabel(str(result.components.name or "component"))
     ax.set_ylabel(ylabel)
     n_out = int((~inside).sum())
-    ax.set_title(f"Posterior predictive check ({result.design}): {n_out} of {x.size} outside the {wide:.0%} interval")
+    ax.set_title(f"{result.design}: {n_out} of {x.size} outside the {wide:.0%} interval")
     ax.legend(fontsize="small")
 
 

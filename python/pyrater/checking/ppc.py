@@ -249,11 +249,11 @@ class PPCResult:
     def __repr__(self) -> str:
         return f"<PPCResult\n{self.summary()}>"
 
-    def plot(self, ax=None):
-        """Observed against replicated (see :func:`pyrater.plots.plot_ppc`)."""
+    def plot(self, ax=None, **kwargs: Any):
+        """Observed against replicated (see :func:`pyrater.plots.plot_ppc`; ``kwargs`` go to it)."""
         from .plots import plot_ppc
 
-        return plot_ppc(self, ax=ax)
+        return plot_ppc(self, ax=ax, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -303,8 +303,8 @@ class PPCResults(Mapping[str, PPCResult]):
     def __repr__(self) -> str:
         return f"<PPCResults\n{self.summary()}>"
 
-    def plot(self, ncols: int = 2):
-        """One panel per statistic (see :func:`pyrater.plots.plot_ppc`); returns the Figure."""
+    def plot(self, ncols: int = 2, **kwargs: Any):
+        """One panel per statistic (see :func:`pyrater.plots.plot_ppc`; ``kwargs`` go to it); returns the Figure."""
         import matplotlib.pyplot as plt
 
         from .plots import plot_ppc
@@ -314,7 +314,7 @@ class PPCResults(Mapping[str, PPCResult]):
         nrows = int(np.ceil(n / ncols))
         fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 3.4 * nrows), squeeze=False)
         for ax, res in zip(axes.flat, self.results.values()):
-            plot_ppc(res, ax=ax)
+            plot_ppc(res, ax=ax, **kwargs)
         for ax in list(axes.flat)[n:]:
             ax.remove()
         fig.tight_layout()
@@ -404,14 +404,14 @@ def posterior_predictive_check(
     fit : Fit
         Any fitted model (for optimisation and EM fits, a plug-in check at the estimate).
     statistics : callable, dict of str to callable, or list of callables
-        Each a statistic ``T(y)`` or a :class:`~pyrater.checking.statistics.Discrepancy`
+        Each a statistic ``T(y)`` or a :class:`~pyrater.checking.Discrepancy`
         ``T(y, params)``, returning a number or a 1-d array (the same length
         for every data set).  A plain function takes the long DataFrame
         (item, rater, rating columns as in the fitted data); a
-        :class:`~pyrater.checking.statistics.Statistic` says which form it
-        takes; the ready-made ones (:func:`~pyrater.checking.statistics.vote_histogram`,
-        :func:`~pyrater.checking.statistics.category_shares`,
-        :func:`~pyrater.checking.statistics.pair_agreement`) take numpy codes.
+        :class:`~pyrater.checking.Statistic` says which form it
+        takes; the ready-made ones (:func:`~pyrater.checking.vote_histogram`,
+        :func:`~pyrater.checking.category_shares`,
+        :func:`~pyrater.checking.pair_agreement`) take numpy codes.
         Every statistic is computed on the same replicates.
     draws : int
         Number of replicated data sets (posterior draws spread evenly over the chains).
@@ -459,7 +459,7 @@ def posterior_predictive_check(
     --------
     The histogram of positive votes per caries item, new items drawn from pi::
 
-        from pyrater.checking.statistics import vote_histogram
+        from pyrater.checking import vote_histogram
         check = posterior_predictive_check(fit, vote_histogram(2), design="new_items", seed=1)
         check.covered, check.to_frame()
     """
