@@ -423,9 +423,10 @@ def posterior_predictive_check(
     design : {"same_items", "new_items"}
         ``"same_items"`` (default): each observed item's class is drawn from
         its posterior given the data and the item re-rated -- the same items
-        again.  The classes are fitted to the very ratings being checked, so
-        this check is conservative: it flags only misfit the class posteriors
-        cannot absorb.  ``"new_items"``: each item's class is drawn from
+        again.  The classes are inferred from the very ratings being checked
+        (the data are used twice), so for statistics the class posteriors can
+        absorb the p-values are pulled towards 1/2 (conservative); misfit of
+        the ratings given the classes still shows.  ``"new_items"``: each item's class is drawn from
         ``pi`` of the draw and rated by the same raters, the same number of
         times -- new items in the observed design, as in Han, Adıgüzel and
         Carpenter (2024).  It checks the marginal distribution of rating
