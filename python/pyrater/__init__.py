@@ -73,6 +73,7 @@ _PUBLIC: dict[str, str] = {
     "posterior_predict": "pyrater.checking.predict",
     "posterior_predictive_check": "pyrater.checking.predict",
     "PPCResult": "pyrater.checking.predict",
+    "PPCResults": "pyrater.checking.predict",
     "calibrate": "pyrater.checking.calibration",
     "CalibrationResult": "pyrater.checking.calibration",
     "majority_vote": "pyrater.checking.scoring",
@@ -113,6 +114,7 @@ __all__ = [
     "HomogeneousDawidSkene",
     "ModelAgreement",
     "PPCResult",
+    "PPCResults",
     "RatingData",
     "RatingDataError",
     "Simulation",
@@ -200,6 +202,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .checking.compare import ELPD, compare, loo, waic
     from .checking.predict import (
         PPCResult,
+        PPCResults,
         posterior_predict,
         posterior_predictive_check,
     )

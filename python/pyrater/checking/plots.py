@@ -5,7 +5,8 @@
 * :func:`plot_rater_accuracy` -- every rater's accuracy and diagonal of theta, sorted, one panel.
 * :func:`plot_class_probabilities` -- stacked bars of class probabilities.
 * :func:`plot_prevalence` -- pi with credible intervals.
-* :func:`plot_ppc` -- a posterior predictive check histogram.
+* :func:`plot_ppc` -- a posterior predictive check: observed against replicated values
+  (a histogram for a scalar statistic, intervals per component for a vector one).
 * :func:`plot_trace`, :func:`plot_rank` -- MCMC diagnostics through ArviZ.
 """
 
@@ -239,30 +240,102 @@ def plot_prevalence(fit: Fit, prob: float = DEFAULT_PROB, ax=None):
     return fig
 
 
-def plot_ppc(result, ax=None, bins: int = 30):
-    """Histogram of a posterior predictive statistic with the observed value marked.
+def plot_ppc(result, ax=None, bins: int = 30, yscale: str | None = None):
+    """Observed against replicated values of a posterior predictive check.
+
+    * a scalar statistic: histogram of the replicated values, the observed
+      value as a vertical line;
+    * a scalar discrepancy: replicated against observed value per draw, with
+      the line ``T_rep = T_obs`` (points above it count towards ``p_value``);
+    * a vector statistic (e.g. :func:`~pyrater.checking.vote_histogram`):
+      per component the central intervals of the replicated values (thick:
+      the narrowest of ``result.probs``, thin: the widest), their median
+      (grey tick) and the observed value (red point; hollow where outside the
+      widest interval); for a vector discrepancy, the same of ``T_rep - T_obs``
+      against 0.
 
     Parameters
     ----------
     result : PPCResult
         From :func:`pyrater.posterior_predictive_check`.
+    ax : matplotlib Axes, optional
+    bins : int
+        Histogram bins (scalar statistics).
+    yscale : str, optional
+        Scale of the y axis of a vector statistic (e.g. ``"log"`` for counts
+        spanning orders of magnitude, such as a vote histogram).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(5, 3.2))
+        width = 5.0 if result.is_scalar else max(6.0, 0.45 * len(result.components) + 2)
+        fig, ax = plt.subplots(figsize=(width, 3.2 if result.is_scalar else 3.4))
     else:
         fig = ax.figure
-    ax.hist(result.simulated, bins=bins, color="0.7", edgecolor="white", label="replicated data")
-    ax.axvline(result.observed, color="C3", lw=2, label=f"observed = {result.observed:.3g}")
-    ax.set_xlabel(result.statistic)
-    ax.set_ylabel("count")
-    ax.set_title(f"Posterior predictive check (p = {result.p_value:.2f})")
-    ax.legend()
+    if not result.is_scalar:
+        _plot_ppc_intervals(result, ax)
+        if yscale is not None:
+            ax.set_yscale(yscale)
+    elif result.discrepancy:
+        obs = np.asarray(result.observed, dtype=float)
+        ax.scatter(obs, result.simulated, s=8, color="0.4", alpha=0.6, label="draws")
+        lo = float(min(obs.min(), np.min(result.simulated)))
+        hi = float(max(obs.max(), np.max(result.simulated)))
+        ax.plot([lo, hi], [lo, hi], color="C3", lw=1.5, label="replicated = observed")
+        ax.set_xlabel(f"{result.statistic} (observed data)")
+        ax.set_ylabel(f"{result.statistic} (replicated)")
+        ax.set_title(f"Posterior predictive check (p = {result.p_value:.2f})")
+        ax.legend()
+    else:
+        ax.hist(result.simulated, bins=bins, color="0.7", edgecolor="white", label="replicated data")
+        ax.axvline(result.observed, color="C3", lw=2, label=f"observed = {result.observed:.3g}")
+        ax.set_xlabel(result.statistic)
+        ax.set_ylabel("count")
+        ax.set_title(f"Posterior predictive check (p = {result.p_value:.2f})")
+        ax.legend()
     fig.tight_layout()
     return fig
+
+
+def _plot_ppc_intervals(result, ax) -> None:
+    """Interval plot of a vector statistic (see :func:`plot_ppc`)."""
+    x = np.arange(len(result.components))
+    wide, narrow = max(result.probs), min(result.probs)
+    w_bounds, n_bounds = result.interval(wide), result.interval(narrow)
+    if result.discrepancy:
+        values = result.replicated - result._observed_2d
+        target = np.zeros(x.size)
+        ylabel = f"{result.statistic}: replicated - observed"
+    else:
+        values = result.replicated
+        target = np.asarray(result.observed, dtype=float)
+        ylabel = result.statistic
+    ax.vlines(x, w_bounds[:, 0], w_bounds[:, 1], color="0.6", lw=1.5, label=f"replicated, central {wide:.0%}")
+    if narrow < wide:
+        ax.vlines(x, n_bounds[:, 0], n_bounds[:, 1], color="0.35", lw=5, label=f"replicated, central {narrow:.0%}")
+    ax.scatter(x, np.median(values, axis=0), marker="_", s=120, color="0.15", zorder=3, label="replicated median")
+    inside = result.covers(wide)
+    point = "observed" if not result.discrepancy else "0 (no discrepancy)"
+    ax.scatter(x[inside], target[inside], color="C3", s=28, zorder=4, label=point)
+    if (~inside).any():
+        ax.scatter(
+            x[~inside],
+            target[~inside],
+            facecolors="none",
+            edgecolors="C3",
+            s=48,
+            lw=1.5,
+            zorder=4,
+            label=f"{point}, outside {wide:.0%}",
+        )
+    ax.set_xticks(x, [str(c) for c in result.components])
+    ax.set_xlabel(str(result.components.name or "component"))
+    ax.set_ylabel(ylabel)
+    n_out = int((~inside).sum())
+    ax.set_title(f"{result.design}: {n_out} of {x.size} outside the {wide:.0%} interval")
+    ax.legend(fontsize="small")
 
 
 def _mcmc_idata(fit: Fit):

@@ -1,4 +1,4 @@
-"""Posterior predictive simulation and checks.
+"""Posterior predictive simulation: replicated ratings as a labelled table.
 
 :func:`posterior_predict` draws replicated ratings: for posterior draw ``s``,
 the true class of an observed item is drawn from ``P(z_i | y_i, pi_s,
@@ -8,17 +8,17 @@ the class of a new item from ``pi_s``, and each rating from
 items sharing a rating pattern share its class posterior but are drawn
 independently (a multinomial split of the pattern's tally), so replicated
 data have the same spread from grouped and long forms of the same ratings.
+``design="new_items"`` replicates the observed design with every item new
+(its class from ``pi_s``; see :mod:`pyrater.checking.replicate`).
 For optimisation and EM fits the single estimate stands in for every draw (a plug-in predictive that ignores parameter
 uncertainty; the returned frame's ``attrs["plug_in"]`` says so).
 
-:func:`posterior_predictive_check` compares a statistic of the observed
-ratings with its distribution over replicated data sets.
+:func:`posterior_predictive_check` (in :mod:`pyrater.checking.ppc`, also
+importable from here) compares statistics of the observed ratings with their
+distribution over replicated data sets.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,21 +26,10 @@ import pandas as pd
 from .._validation import check_int, check_memory
 from ..data.ratings import _encode
 from ..fits.base import Fit
-from ..models.kernels import log_joint
+from .ppc import PPCResult, PPCResults, posterior_predictive_check
+from .replicate import check_design, replicates
 
-__all__ = ["posterior_predict", "posterior_predictive_check", "PPCResult"]
-
-
-def _log(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.log(x)
-
-
-def _categorical(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
-    """One draw per row of ``probs`` (..., K) by inverse CDF; returns (...) codes."""
-    cdf = np.cumsum(probs, axis=-1)
-    u = rng.random(probs.shape[:-1] + (1,)) * cdf[..., -1:]
-    return np.minimum((u > cdf).sum(axis=-1), probs.shape[-1] - 1)
+__all__ = ["posterior_predict", "posterior_predictive_check", "PPCResult", "PPCResults"]
 
 
 def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Index]:
@@ -117,7 +106,7 @@ def _check_replicates_memory(fit: Fit, design: pd.DataFrame | None, draws: int, 
 
 def posterior_predict(
     fit: Fit,
-    design: pd.DataFrame | None = None,
+    design: pd.DataFrame | str | None = None,
     draws: int = 100,
     seed: int | None = None,
     *,
@@ -129,10 +118,14 @@ def posterior_predict(
     ----------
     fit : Fit
         Any fitted model (MCMC, optimisation or EM).
-    design : DataFrame, optional
+    design : DataFrame or {"same_items", "new_items"}, optional
         Rows of (item, rater) pairs to simulate, in the fitted data's column
         names; items not in the data are new items (class drawn from pi).
-        Default: the observed design (every observed rating, repeats included).
+        Default (``None`` or ``"same_items"``): the observed design (every
+        observed rating, repeats included), each item's class drawn from its
+        posterior.  ``"new_items"``: the observed design with every item a
+        new one (class drawn from pi; same raters and number of ratings per
+        item).
         For grouped data the items are ``1 .. n_items`` in pattern order (as
         in ``fit.data.to_long()``); naming them keeps them observed items
         of their pattern.
@@ -152,35 +145,16 @@ def posterior_predict(
         Long: ``draw``, item, rater, rating (user labels; rating categorical),
         ``draws * len(design)`` rows.
     """
+    replication = check_design(design) if isinstance(design, str) else "same_items"
+    table = None if isinstance(design, str) else design
     draws = check_int("draws", draws, 1)
-    _check_replicates_memory(fit, design, draws, max_memory_gib)
+    _check_replicates_memory(fit, table, draws, max_memory_gib)
     rng = np.random.default_rng(seed)
     data = fit.data
-    item_unit, item_of_row, raters, labels = _design_codes(fit, design)
-    if fit.has_draws:
-        pi_all, theta_all = fit._draws()
-        pick = np.linspace(0, pi_all.shape[0] - 1, draws).round().astype(int)
-        pi, theta = pi_all[pick], theta_all[pick]
-    else:
-        p, t = fit._point()
-        pi, theta = np.broadcast_to(p, (draws, *p.shape)), np.broadcast_to(t, (draws, *t.shape))
-    known = getattr(fit, "known", None)
-    known_arr = None if known is None else np.asarray(known)
-    observed = item_unit >= 0
+    item_unit, item_of_row, raters, labels = _design_codes(fit, table)
     ratings = np.empty((draws, item_of_row.size), dtype=np.int64)
-    for s in range(draws):
-        lj = log_joint(data.counts, _log(pi[s]), _log(theta[s]))
-        if known_arr is not None:
-            rows = np.flatnonzero(known_arr >= 0)
-            lj[rows] = -np.inf
-            lj[rows, known_arr[rows]] = 0.0
-        post = np.exp(lj - lj.max(axis=1, keepdims=True))
-        # one class per item, independently given (pi_s, theta_s): for grouped data the
-        # items of a pattern share its posterior but not its draw (a multinomial split)
-        z = np.empty(item_unit.size, dtype=np.int64)
-        z[observed] = _categorical(rng, post[item_unit[observed]])
-        z[~observed] = _categorical(rng, np.broadcast_to(pi[s], (int((~observed).sum()), pi.shape[1])))
-        ratings[s] = _categorical(rng, theta[s][raters, z[item_of_row]])
+    for rep in replicates(fit, item_unit, item_of_row, raters, draws, rng, replication):
+        ratings[rep.draw] = rep.ratings
     item_col, rater_col, rating_col = data.long_columns
     out = pd.DataFrame(
         {
@@ -192,78 +166,3 @@ def posterior_predict(
     )
     out.attrs["plug_in"] = not fit.has_draws
     return out
-
-
-@dataclass(frozen=True)
-class PPCResult:
-    """Result of :func:`posterior_predictive_check`.
-
-    Attributes
-    ----------
-    statistic : str
-        Name of the statistic.
-    observed : float
-        Its value on the observed ratings.
-    simulated : array, shape (draws,)
-        Its values on the replicated data sets.
-    p_value : float
-        Posterior predictive tail probability ``P(T(y_rep) >= T(y))``.
-    """
-
-    statistic: str
-    observed: float
-    simulated: np.ndarray = field(repr=False)
-    p_value: float
-
-    def plot(self, ax=None):
-        """Histogram of the simulated statistic with the observed value marked."""
-        from .plots import plot_ppc
-
-        return plot_ppc(self, ax=ax)
-
-
-def posterior_predictive_check(
-    fit: Fit,
-    statistic: Callable[[pd.DataFrame], float],
-    draws: int = 200,
-    seed: int | None = None,
-    name: str | None = None,
-    *,
-    max_memory_gib: float | None = None,
-) -> PPCResult:
-    """Posterior predictive check of a statistic of the long ratings table.
-
-    Parameters
-    ----------
-    fit : Fit
-    statistic : callable
-        Function of a long DataFrame (item, rater, rating columns as in the
-        fitted data) returning a number, e.g. the proportion of ratings in
-        a category or the rate of agreement between raters.
-    draws : int
-        Number of replicated data sets.
-    seed : int, optional
-    name : str, optional
-        Label for plots (default: the function's name).
-    max_memory_gib : float, optional
-        As in :func:`posterior_predict` (checked before any drawing).
-
-    Returns
-    -------
-    PPCResult
-    """
-    draws = check_int("draws", draws, 1)
-    _check_replicates_memory(fit, None, draws, max_memory_gib)
-    observed_df = fit.data.to_long()
-    observed = float(statistic(observed_df))
-    reps = posterior_predict(fit, draws=draws, seed=seed, max_memory_gib=max_memory_gib)
-    sims = np.array(
-        [float(statistic(g.drop(columns="draw").reset_index(drop=True))) for _, g in reps.groupby("draw", sort=True)]
-    )
-    p_value = float(np.mean(sims >= observed))
-    return PPCResult(
-        statistic=name if name else getattr(statistic, "__name__", "statistic"),
-        observed=observed,
-        simulated=sims,
-        p_value=p_value,
-    )
