@@ -381,18 +381,6 @@ def test_the_fused_majority_start_gives_the_fit_of_the_vote_as_a_start(repeated,
     np.testing.assert_allclose(a.class_probs, b.class_probs, rtol=1e-12, atol=1e-16)
 
 
-def test_log_theta_into_writes_the_padded_log_table():
-    rng = np.random.default_rng(2)
-    theta = rng.dirichlet(np.ones(5), size=(7, 5))
-    theta[3, 2, 4] = 0.0  # log 0 = -inf, without a warning
-    ref = _fused.pad_log_theta(np.log(np.where(theta > 0, theta, 1.0)), np.zeros((35, _fused.KP)))
-    ref[3 * 5 + 4, 2] = -np.inf
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = _fused.log_theta_into(theta, np.zeros((35, _fused.KP)))
-    np.testing.assert_array_equal(got, ref)
-
-
 @pytest.mark.parametrize("case", ["few raters", "many raters", "many raters, every row twice"])
 def test_the_compiled_compression_check_counts_the_buckets_numpy_counts(case):
     """may_compress with the kernel: the same occupied-bucket count, so the same decision, as the numpy route."""

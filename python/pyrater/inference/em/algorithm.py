@@ -282,7 +282,7 @@ class _FusedKernel:
         """
         with np.errstate(divide="ignore"):
             log_pi = self.fused.pad_log_pi(np.log(pi))
-            self.fused.log_theta_into(theta, self.LT)
+            self.fused.pad_log_theta(np.log(theta), self.LT)  # a contiguous (SIMD) log, then one strided copy
         T_out = self.no_T if T is None else T
         n = len(self.N)
         calls = [self._args(t, log_pi, T_out, self.N[t] if counts else self.no_N) for t in range(n)]

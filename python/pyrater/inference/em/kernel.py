@@ -65,10 +65,10 @@ __all__ = [
     "em_iteration",
     "expected_counts",
     "majority_sums",
+    "occupied_key_buckets",
     "vote_shares",
     "pad_log_pi",
     "pad_log_theta",
-    "log_theta_into",
 ]
 
 #: lanes of the class axis (the kernels support K <= KP)
@@ -479,14 +479,6 @@ def pad_log_theta(log_theta: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write ``LT[j*K + l, k] = log_theta[j, k, l]`` into the lanes ``k < K`` of ``out`` (J*K, KP)."""
     J, K, _ = log_theta.shape
     out[:, :K].reshape(J, K, K)[...] = log_theta.transpose(0, 2, 1)
-    return out
-
-
-def log_theta_into(theta: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``pad_log_theta(np.log(theta), out)`` in one pass, without a temporary (``log 0 = -inf``)."""
-    J, K, _ = theta.shape
-    with np.errstate(divide="ignore"):
-        np.log(theta.transpose(0, 2, 1), out=out[:, :K].reshape(J, K, K))
     return out
 
 
