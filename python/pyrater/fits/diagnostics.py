@@ -293,6 +293,19 @@ def _rho(v, cm, C, S, t, mean_var, var_plus):  # pragma: no cover - compiled
     return 1.0 - (mean_var - tot / M) / var_plus
 
 
+@numba.njit(inline="always", cache=True)
+def _sum_sq_dev(cm, M):  # pragma: no cover - compiled
+    """Sum of squared deviations of ``cm[:M]`` (split-chain means) from their mean: the between-chain sum."""
+    gm = 0.0
+    for m in range(M):
+        gm += cm[m]
+    gm /= M
+    vb = 0.0
+    for m in range(M):
+        vb += (cm[m] - gm) ** 2
+    return vb
+
+
 @numba.njit(cache=True, nogil=True)
 def _geyer_split(v, C, S, max_lag):  # pragma: no cover - compiled
     """ESS of values ``v`` laid out as (C chains, S draws), split chains, by Geyer's initial monotone sequence.
@@ -340,14 +353,7 @@ def _geyer_split(v, C, S, max_lag):  # pragma: no cover - compiled
     mean_var = a0 * N / (N - 1.0)
     var_plus = mean_var * (N - 1.0) / N
     if M > 1:
-        gm = 0.0
-        for m in range(M):
-            gm += cm[m]
-        gm /= M
-        vb = 0.0
-        for m in range(M):
-            vb += (cm[m] - gm) ** 2
-        var_plus += vb / (M - 1.0)
+        var_plus += _sum_sq_dev(cm, M) / (M - 1.0)
     n_pairs = N // 2
     m_max = max(0, min(n_pairs - 1, int(math.ceil((N - 2) / 2)) - 1))
 
@@ -399,14 +405,7 @@ def _rhat_split(v, C, S):  # pragma: no cover - compiled
             ss += (v[start + n] - mu) ** 2
         within += ss / (N - 1.0)
     within /= M
-    gm = 0.0
-    for m in range(M):
-        gm += cm[m]
-    gm /= M
-    vb = 0.0
-    for m in range(M):
-        vb += (cm[m] - gm) ** 2
-    between = N * vb / (M - 1.0)
+    between = N * _sum_sq_dev(cm, M) / (M - 1.0)
     if within == 0.0:
         return np.nan if between == 0.0 else np.inf
     return math.sqrt((between / within + N - 1.0) / N)
