@@ -13,7 +13,7 @@ em
     Maximum-likelihood / MAP EM.
 simulate
     Simulated data with known truth.
-loo, waic, compare, posterior_predictive_check, calibrate, score
+loo, kfold, waic, compare, posterior_predictive_check, calibrate, score
     Checking, comparing and calibrating fits.
 
 The package is organised by concept (see ARCHITECTURE.md): ``data`` ->
@@ -67,6 +67,7 @@ _PUBLIC: dict[str, str] = {
     "EMConvergenceWarning": "pyrater.inference.em.convergence",
     # checking
     "loo": "pyrater.checking.compare",
+    "kfold": "pyrater.checking.kfold",
     "waic": "pyrater.checking.compare",
     "compare": "pyrater.checking.compare",
     "ELPD": "pyrater.checking.compare",
@@ -135,6 +136,7 @@ __all__ = [
     "fits",
     "get_model",
     "inference",
+    "kfold",
     "load",
     "loo",
     "majority_vote",
@@ -200,6 +202,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import checking, contrib, data, datasets, decisions, fits, inference, models, plots
     from .checking.calibration import CalibrationResult, calibrate
     from .checking.compare import ELPD, compare, loo, waic
+    from .checking.kfold import kfold
     from .checking.predict import (
         PPCResult,
         PPCResults,
