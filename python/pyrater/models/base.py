@@ -103,7 +103,7 @@ class ModelFamily:
         The values of ``pyrater.fit(method=...)`` that fit this family.
     conjugate : str or None
         The conjugate structure EM and the Gibbs sampler use
-        (``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``), or
+        (``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``, ``"one_coin"``), or
         None when the family has no closed-form conditional updates.
     simulator : callable
         ``simulator(n_items, n_raters, n_categories, ..., seed=...)``, a
