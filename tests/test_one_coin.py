@@ -195,6 +195,20 @@ def test_grouped_and_long_data_give_the_same_em_fit_and_gibbs_posterior():
         assert np.all(np.abs(x.mean((0, 1)) - y.mean((0, 1))) < 4 * se), name
 
 
+@pytest.mark.stan
+def test_em_ml_and_map_are_stans_posterior_mode(stan_engine):
+    """ML is the mode under flat priors (alpha = beta1 = beta2 = 1); MAP under non-default priors."""
+    sim = simulate_one_coin(300, 6, n_categories=K, raters_per_item=3, seed=12)
+    for model, method in (
+        (OneCoinDawidSkene(alpha=1, beta1=1, beta2=1), "ml"),
+        (OneCoinDawidSkene(beta1=7, beta2=2), "map"),
+    ):
+        ref = em(sim.data, model if method == "map" else "one_coin", method=method, tol=1e-13, max_iter=10000)
+        opt = pyrater.fit(sim.data, model, method="optimize", seed=3, engine=stan_engine)
+        np.testing.assert_allclose(opt.point_estimate("pi").to_numpy(), ref.pi, atol=2e-4)
+        np.testing.assert_allclose(opt.point_estimate("theta").to_numpy(), ref.theta, atol=1e-3)
+
+
 # ------------------------------------------------------------------ Gibbs
 def test_gibbs_draws_log_lik_and_lp_are_the_models():
     sim = simulate_one_coin(100, 4, n_categories=K, raters_per_item=3, seed=4)
