@@ -153,6 +153,7 @@ def test_em_estimate_is_the_fixed_point_of_the_m_step(method):
         assert fit.log_posterior == pytest.approx(fit.log_lik + lp, rel=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")  # short chains
 def test_em_and_gibbs_recover_simulated_truth_over_replicates():
     """Over three replicates, the truth of every p_j and pi_k lies within the fits' error bounds.
 
@@ -210,6 +211,7 @@ def test_em_ml_and_map_are_stans_posterior_mode(stan_engine):
 
 
 # ------------------------------------------------------------------ Gibbs
+@pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")  # short chains
 def test_gibbs_draws_log_lik_and_lp_are_the_models():
     sim = simulate_one_coin(100, 4, n_categories=K, raters_per_item=3, seed=4)
     f = gibbs(sim.data, "one_coin", chains=2, warmup=20, draws=30, seed=3, progress=False)
