@@ -48,12 +48,14 @@ _PUBLIC: dict[str, str] = {
     "HierarchicalDawidSkene": "pyrater.models",
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
+    "OneCoinDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
     "simulate_class_conditional": "pyrater.models",
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
+    "simulate_one_coin": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -114,6 +116,7 @@ __all__ = [
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
     "ModelAgreement",
+    "OneCoinDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -152,6 +155,7 @@ __all__ = [
     "simulate_dawid_skene",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_one_coin",
     "waic",
 ]
 
@@ -225,6 +229,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
+        OneCoinDawidSkene,
         Simulation,
         get_model,
         simulate,
@@ -232,4 +237,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,
+        simulate_one_coin,
     )

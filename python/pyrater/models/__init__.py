@@ -2,6 +2,7 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
+:mod:`~pyrater.models.one_coin`,
 :mod:`~pyrater.models.hierarchical`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
@@ -26,6 +27,7 @@ from .dawid_skene import DawidSkene, simulate_dawid_skene
 from .hierarchical import HierarchicalDawidSkene, simulate_hierarchical
 from .class_conditional import ClassConditionalDawidSkene, class_conditional_theta, simulate_class_conditional
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
+from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
 
 # isort: on
 from .registry import get_model, model_names
@@ -39,6 +41,7 @@ __all__ = [
     "HierarchicalDawidSkene",
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
+    "OneCoinDawidSkene",
     "Model",
     "ModelFamily",
     "get_model",
@@ -54,5 +57,7 @@ __all__ = [
     "simulate_class_conditional",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_one_coin",
     "class_conditional_theta",
+    "one_coin_theta",
 ]

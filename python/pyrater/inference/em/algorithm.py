@@ -21,6 +21,9 @@ M-step
       ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)`` for ``l != k``, with
       ``p[j, k] = (N[j, k, k] + beta1_k - 1) / (sum_l N[j, k, l] + beta1_k + beta2_k - 2)``
       (ML: drop the prior terms).
+    * one-coin: ``theta[j, k, k] = p[j]``, off-diagonal ``(1 - p[j]) / (K - 1)``, with
+      ``p[j] = (sum_k N[j, k, k] + beta1 - 1) / (sum_{k, l} N[j, k, l] + beta1 + beta2 - 2)``
+      (ML: drop the prior terms).
 
 ``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
 per distinct rating pattern), so the cost of grouped data scales with the
@@ -397,13 +400,15 @@ def em(
     model : str or model object
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
-        ``"homogeneous"`` (one matrix for all raters), or a model object from
+        ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
+        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
-        on ``p[j, k]`` for the class-conditional model).  MAP requires every
+        on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
+        ``p[j]`` for the one-coin model).  MAP requires every
         hyperparameter to be >= 1 (otherwise the mode may not exist) and
         raises :class:`ValueError` if not.  With all hyperparameters equal to
         1, MAP equals ML.
