@@ -1046,6 +1046,30 @@ class _Reader:
                 self.fail(f"its chunks of {chunk_bytes} bytes are too small to read in reasonable time", where)
         return nbytes
 
+    def prepare(
+        self,
+        group: str,
+        name: str,
+        shape: tuple[int, ...] | Callable[[tuple[int, ...]], bool],
+        kinds: str,
+        expected: str = "",
+    ) -> tuple[Any, np.dtype, tuple[int, ...]]:
+        """Everything checked before ``group/name`` is read: structure, dtype, shape, declared size (reserved).
+
+        Returns the h5py dataset, the dtype to read it as and its shape.
+        """
+        where = f"group '{group}', variable '{name}'"
+        self.part = where
+        ds = self.dataset(group, name)
+        dtype = self.dtype_of(ds, where, kinds)
+        if callable(shape):
+            found = tuple(int(n) for n in ds.shape)
+            if not shape(found):
+                self.fail(f"its shape {found} is not {expected}", where)
+            shape = found
+        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
+        return ds, dtype, shape
+
     def read_array(
         self,
         group: str,
@@ -1061,15 +1085,7 @@ class _Reader:
         whether a stored shape is acceptable (``expected`` then says which are).
         """
         where = f"group '{group}', variable '{name}'"
-        self.part = where
-        ds = self.dataset(group, name)
-        dtype = self.dtype_of(ds, where, kinds)
-        if callable(shape):
-            found = tuple(int(n) for n in ds.shape)
-            if not shape(found):
-                self.fail(f"its shape {found} is not {expected}", where)
-            shape = found
-        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
+        ds, dtype, shape = self.prepare(group, name, shape, kinds, expected)
         stored = np.dtype(np.int8) if dtype == np.dtype(bool) else dtype
         out = np.empty(shape, dtype=stored)
         if out.size:
@@ -1098,17 +1114,8 @@ class _Reader:
         Returns the variable's shape and a function that reads it (from the
         file as it was at load: a changed or removed file raises FitFileError).
         """
-        where = f"group '{group}', variable '{name}'"
-        self.part = where
-        ds = self.dataset(group, name)
-        dtype = self.dtype_of(ds, where, kinds)
-        if callable(shape):
-            found = tuple(int(n) for n in ds.shape)
-            if not shape(found):
-                self.fail(f"its shape {found} is not {expected}", where)
-            shape = found
-        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
-        path, limit, identity, fixed = self.path, self.limit_gib, self.identity, shape
+        _, _, fixed = self.prepare(group, name, shape, kinds, expected)
+        path, limit, identity = self.path, self.limit_gib, self.identity
 
         def read() -> np.ndarray:
             return _read_later(path, limit, identity, group, name, fixed, kinds, check)
