@@ -62,7 +62,8 @@ times the writing time (``bench/RESULTS_fitfile.md``).  So the size of a
 fit file is predictable: about
 
     8 x (chains x draws x numbers per draw)  +  8 x chains x draws x units (log_lik, when the fit keeps it)
-    +  ~3 bytes per rating  +  the labels and the JSON block,
+    +  8 x units x K (the class probabilities, when computed)  +  ~3 bytes per rating
+    +  the labels and the JSON block,
 
 where the numbers per draw are ``K + J*K*K`` for Dawid-Skene (plus the
 model's own parameters), so a Gibbs fit of 10^6 ratings by 1,000 raters with
