@@ -23,6 +23,7 @@ from .base import (
     numeric_array,
     resolve_alpha,
 )
+from .class_conditional import class_conditional_theta
 from .registry import register
 from .simulate import (
     SeedLike,
@@ -135,12 +136,8 @@ def one_coin_theta(p: np.ndarray, K: int) -> np.ndarray:
         raise ValueError(f"p must have shape (J,); got shape {p.shape}")
     if int(K) != K or K < 2:
         raise ValueError(f"K must be an integer >= 2; got {K!r}")
-    K = int(K)
-    J = p.size
-    theta = np.broadcast_to(((1 - p) / (K - 1))[:, None, None], (J, K, K)).copy()
-    idx = np.arange(K)
-    theta[:, idx, idx] = p[:, None]
-    return theta
+    # the class-conditional matrices with one accuracy for every true class
+    return class_conditional_theta(np.repeat(p[:, None], int(K), axis=1))
 
 
 def simulate_one_coin(
