@@ -614,12 +614,8 @@ def em(
                 T0[~flat] /= wsum[~flat, None]
                 if flat.any():
                     T0[flat] = which[first[flat]]
-        elif which == "majority":
-            if fused is None:
-                T0 = soft_majority_vote(prob.counts, K)
-            else:  # the same shares in one pass
-                c = prob.counts
-                T0 = run_kernel(fused.vote_shares, c.indptr, c.indices, c.data, np.empty((n_fit, K)))
+        elif which == "majority":  # the scipy path (the fused one takes the vote's sums in one pass, below)
+            T0 = soft_majority_vote(prob.counts, K)
         else:
             T0 = rng.dirichlet(np.ones(K), size=n_fit)
         return clamp_classes(T0, prob.known)
@@ -646,7 +642,7 @@ def em(
             starts = [(name, clamp_classes(T0, prob.known)) for name, T0 in starts]
             runs.append(search(run_from, starts, int(max_iter), max(tol, 1e-10)))
         elif r == 0 and isinstance(init_checked, str) and init_checked == "majority" and fused is not None:
-            # the vote's sums in one pass, straight into the first M-step (the same numbers as start())
+            # the vote's sums in one pass, straight into the first M-step (the numbers of the vote as a start)
             res = _run_fused(
                 prob,
                 np.empty((n_fit, K)),
