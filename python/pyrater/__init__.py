@@ -48,12 +48,14 @@ _PUBLIC: dict[str, str] = {
     "HierarchicalDawidSkene": "pyrater.models",
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
+    "ItemDifficulty": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
     "simulate_class_conditional": "pyrater.models",
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
+    "simulate_item_difficulty": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -112,6 +114,7 @@ __all__ = [
     "FitSummary",
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
+    "ItemDifficulty",
     "ModelAgreement",
     "PPCResult",
     "PPCResults",
@@ -150,6 +153,7 @@ __all__ = [
     "simulate_dawid_skene",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_item_difficulty",
     "waic",
 ]
 
@@ -222,6 +226,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
+        ItemDifficulty,
         Simulation,
         get_model,
         simulate,
@@ -229,4 +234,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,
+        simulate_item_difficulty,
     )

@@ -2,7 +2,7 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.hierarchical`), each registering its class;
+:mod:`~pyrater.models.hierarchical`, :mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
 :mod:`pyrater.data`.
@@ -26,6 +26,7 @@ from .dawid_skene import DawidSkene, simulate_dawid_skene
 from .hierarchical import HierarchicalDawidSkene, simulate_hierarchical
 from .class_conditional import ClassConditionalDawidSkene, class_conditional_theta, simulate_class_conditional
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
+from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 
 # isort: on
 from .registry import get_model, model_names
@@ -39,6 +40,7 @@ __all__ = [
     "HierarchicalDawidSkene",
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
+    "ItemDifficulty",
     "Model",
     "ModelFamily",
     "get_model",
@@ -54,5 +56,6 @@ __all__ = [
     "simulate_class_conditional",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_item_difficulty",
     "class_conditional_theta",
 ]
