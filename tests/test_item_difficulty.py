@@ -152,3 +152,10 @@ def test_caries_item_difficulty_passes_the_vote_histogram_check_dawid_skene_fail
     assert irt_res.covers(0.98).all()
     table = pyrater.compare({"dawid_skene": ds, "item_difficulty": irt})
     assert isinstance(table, pd.DataFrame) and table.index[0] == "item_difficulty"
+
+
+@pytest.mark.stan
+def test_save_and_load_keep_the_family_fit(mcmc_fit, tmp_path):
+    loaded = pyrater.load(mcmc_fit.save(tmp_path / "irt.nc"))
+    assert type(loaded) is type(mcmc_fit) and loaded.model == mcmc_fit.model
+    np.testing.assert_allclose(loaded.class_probabilities(), mcmc_fit.class_probabilities(), rtol=1e-12)
