@@ -159,3 +159,17 @@ def test_save_and_load_keep_the_family_fit(mcmc_fit, tmp_path):
     loaded = pyrater.load(mcmc_fit.save(tmp_path / "irt.nc"))
     assert type(loaded) is type(mcmc_fit) and loaded.model == mcmc_fit.model
     np.testing.assert_allclose(loaded.class_probabilities(), mcmc_fit.class_probabilities(), rtol=1e-12)
+
+
+@pytest.mark.stan
+def test_pathfinder_gives_item_level_class_probabilities(sim):
+    from pyrater.inference.stan.engines import cmdstan_available
+
+    if cmdstan_available() is None:
+        pytest.skip("Pathfinder needs CmdStan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pf = pyrater.fit(sim.data, "item_difficulty", method="pathfinder", seed=1, engine="cmdstanpy")
+    assert type(pf).__name__ == "ItemDifficultyPathfinderFit"
+    assert np.mean(pf.class_probabilities().to_numpy().argmax(axis=1) == sim.z) > 0.85
+    assert np.isfinite(pyrater.loo(pf, warn=False).elpd_loo)
