@@ -80,6 +80,11 @@ def test_grouped_data_is_expanded_to_items():
     assert list(items.rater_labels) == list(caries.rater_labels)
     with pytest.raises(ValueError, match="known classes cannot be given per rating pattern"):
         pyrater.fit(caries, "item_difficulty", method="optimize", known={1: 2})
+    from pyrater.inference.stan.data import stan_data
+
+    with pytest.raises(ValueError, match="expand grouped data"):
+        stan_data(caries, ItemDifficulty())
+    assert stan_data(items, ItemDifficulty())["I"] == 3859
 
 
 # ------------------------------------------------------------------ fits

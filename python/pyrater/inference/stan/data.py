@@ -107,6 +107,11 @@ def stan_data(
     if not isinstance(data, RatingData):
         raise TypeError(f"data must be a RatingData (see pyrater.as_rating_data); got {type(data).__name__}")
     model = _model(model)
+    if model.item_level and data.is_grouped:
+        raise ValueError(
+            f"the {model.name} program has per-item parameters and reads one unit per item; expand grouped data "
+            "first with model.prepare_data(data) (pyrater.fit does this)"
+        )
     K, J, I = data.n_categories, data.n_raters, data.n_units
     counts = data.counts.tocsr(copy=True)
     counts.sum_duplicates()
