@@ -85,6 +85,14 @@ def test_grouped_data_is_expanded_to_items():
     with pytest.raises(ValueError, match="expand grouped data"):
         stan_data(caries, ItemDifficulty())
     assert stan_data(items, ItemDifficulty())["I"] == 3859
+    # the items follow the patterns in order: LOO compares a grouped fit with an expanded one
+    unit_of_item = np.repeat(np.arange(caries.n_units), caries.weight)
+    np.testing.assert_array_equal(items.counts.toarray(), caries.counts.toarray()[unit_of_item])
+    from types import SimpleNamespace
+
+    from pyrater.checking.compare import _same_data
+
+    assert _same_data(SimpleNamespace(data=caries, known=None), SimpleNamespace(data=items, known=None))
 
 
 # ------------------------------------------------------------------ fits
