@@ -45,7 +45,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,8 @@ def _same_value(a: Any, b: Any) -> bool:
             if not (la.equals(lb) and [type(v) for v in la] == [type(v) for v in lb]):
                 return False
         return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("unit", "rater", "rating", "weight"))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, Mapping):  # a lazily loaded fit's draws are a read-only Mapping, read here on first use
+        return isinstance(b, Mapping) and set(a) == set(b) and all(_same_value(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
     if dataclasses.is_dataclass(a) and not isinstance(a, type):

@@ -521,3 +521,35 @@ def test_normalize_labels_flag_merges_spellings(tmp_path):
     res = run("fit", str(path), "--method", "em", "--normalize-labels", "--out", str(tmp_path / "n"), "--quiet")
     assert res.returncode == 0, res.stderr
     assert "2 categories" in res.stderr and "warning" not in res.stderr
+
+
+def test_one_coin_model_with_prior_flags_and_file(tmp_path):
+    import json
+
+    sim = pyrater.simulate_one_coin(120, 5, n_categories=3, raters_per_item=3, seed=2)
+    path = tmp_path / "ratings.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    res = run(
+        "fit", str(path), "--model", "one_coin", "--method", "em", "--beta-diag", "9", "--beta-off", "2",
+        "--out", str(tmp_path / "a"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ref = pyrater.em(sim.data, pyrater.OneCoinDawidSkene(beta1=9, beta2=2), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "a" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[:3], ref.pi, atol=1e-10)
+    np.testing.assert_allclose(params.iloc[3:], ref.theta.ravel(), atol=1e-10)
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps({"alpha": 1, "beta1": 1, "beta2": 1}))  # flat: the mode is the ML estimate
+    res = run(
+        "fit", str(path), "--model", "one_coin", "--method", "em", "--priors", str(priors),
+        "--out", str(tmp_path / "b"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ml = pyrater.em(sim.data, "one_coin", method="ml", seed=1)
+    params = pd.read_csv(tmp_path / "b" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[:3], ml.pi, atol=1e-6)
+    priors.write_text(json.dumps({"beta1": [1, 2, 3]}))
+    res = run(
+        "fit", str(path), "--model", "one_coin", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
+    )
+    assert res.returncode == 2 and "beta1 must have shape" in res.stderr

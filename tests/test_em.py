@@ -18,14 +18,16 @@ from pyrater.models import (
     DawidSkene,
     HierarchicalDawidSkene,
     HomogeneousDawidSkene,
+    OneCoinDawidSkene,
     class_conditional_theta,
     simulate_class_conditional,
     simulate_dawid_skene,
     simulate_homogeneous,
+    simulate_one_coin,
 )
 from pyrater.models.kernels import class_log_posterior, soft_majority_vote
 
-VARIANTS = ["dawid_skene", "class_conditional", "homogeneous"]
+VARIANTS = ["dawid_skene", "class_conditional", "homogeneous", "one_coin"]
 PI3 = np.array([0.5, 0.3, 0.2])
 
 
@@ -46,6 +48,9 @@ def _simulate(variant: str, n_items: int = 1500, n_raters: int = 6, seed: int = 
     if variant == "class_conditional":
         p = np.random.default_rng(seed).uniform(0.6, 0.9, size=(n_raters, K))
         return simulate_class_conditional(n_items, n_raters, pi=PI3, p=p, raters_per_item=raters_per_item, seed=seed)
+    if variant == "one_coin":
+        p = np.random.default_rng(seed).uniform(0.6, 0.9, size=n_raters)
+        return simulate_one_coin(n_items, n_raters, pi=PI3, p=p, raters_per_item=raters_per_item, seed=seed)
     return simulate_homogeneous(
         n_items, n_raters, pi=PI3, theta=_theta_ds(1, K, seed)[0], raters_per_item=raters_per_item, seed=seed
     )
@@ -55,8 +60,8 @@ def _log_prior(fit) -> float:
     """Log prior density of fit.pi and fit.theta under fit.priors, via scipy.stats."""
     pri, K = fit.priors, fit.pi.size
     lp = stats.dirichlet.logpdf(fit.pi, pri["alpha"])
-    if "beta1" in pri:
-        p = fit.theta[:, np.arange(K), np.arange(K)]
+    if "beta1" in pri:  # class-conditional: p (J, K); one-coin: p (J,) and scalar priors
+        p = fit.theta[:, 0, 0] if np.ndim(pri["beta1"]) == 0 else fit.theta[:, np.arange(K), np.arange(K)]
         return lp + stats.beta.logpdf(p, pri["beta1"], pri["beta2"]).sum()
     if pri["beta"].ndim == 2:  # homogeneous: one matrix
         return lp + sum(stats.dirichlet.logpdf(fit.theta[0, k], pri["beta"][k]) for k in range(K))
@@ -364,6 +369,7 @@ def test_restarts_are_reproducible_with_a_seed():
         ("dawid_skene", DawidSkene(alpha=1, beta=np.ones((3, 3)))),
         ("class_conditional", ClassConditionalDawidSkene(alpha=1, beta1=1, beta2=1)),
         ("homogeneous", HomogeneousDawidSkene(alpha=1, beta=np.ones((3, 3)))),
+        ("one_coin", OneCoinDawidSkene(alpha=1, beta1=1, beta2=1)),
     ],
 )
 def test_map_equals_ml_when_all_hyperparameters_are_one(ml_model, flat):
@@ -411,6 +417,7 @@ def test_class_conditional_map_uses_beta_prior():
         (DawidSkene(beta=np.full((4, 4), 0.9)), "beta"),
         (HomogeneousDawidSkene(beta=np.full((4, 4), 0.5)), "beta"),
         (ClassConditionalDawidSkene(beta2=0.5), "beta2"),
+        (OneCoinDawidSkene(beta1=0.7), "beta1"),
     ],
 )
 def test_map_refuses_hyperparameters_below_one(anesthesia, model, name):

@@ -246,7 +246,11 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     theta_shape = (2, 200, K, K) if model_name == "homogeneous" else (2, 200, J, K, K)
     assert fit.draws["theta"].shape == theta_shape
     assert fit.draws["log_lik"].shape == (2, 200, I)
-    extra = {"class_conditional": {"p": (J, K)}, "hierarchical": {"mu": (K, K), "sigma": (K, K)}}
+    extra = {
+        "class_conditional": {"p": (J, K)},
+        "one_coin": {"p": (J,)},
+        "hierarchical": {"mu": (K, K), "sigma": (K, K)},
+    }
     for key, shape in extra.get(model_name, {}).items():
         assert fit.draws[key].shape == (2, 200) + shape
     for key in SAMPLE_STAT_NAMES:

@@ -616,6 +616,16 @@ def test_a_lazy_load_reads_the_large_draws_on_first_use_and_gives_the_same_fit(d
         pyrater.load(draws_file, lazy="yes")
 
 
+def test_a_lazy_fit_pickles_and_copies_as_a_fit_with_its_draws_in_memory(draws_fit, draws_file):
+    import copy
+    import pickle
+
+    lazy = pyrater.load(draws_file)
+    for other in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
+        assert type(other.draws) is dict
+        same_arrays(draws_fit, other)
+
+
 def test_damaged_draws_pass_a_lazy_load_and_fail_on_first_use(draws_file):
     set_values(draws_file, "posterior/theta", lambda v: v.__setitem__((0, 1, 0, 0), 7.0))
     fit = pyrater.load(draws_file)  # structure, shapes and sizes are sound: values are read later

@@ -24,6 +24,7 @@ from pyrater.models import (
     simulate_dawid_skene,
     simulate_hierarchical,
     simulate_homogeneous,
+    simulate_one_coin,
 )
 
 # the package exports a function named simulate, which hides the module attribute
@@ -34,6 +35,7 @@ ALL = {
     "homogeneous": simulate_homogeneous,
     "class_conditional": simulate_class_conditional,
     "hierarchical": simulate_hierarchical,
+    "one_coin": simulate_one_coin,
 }
 
 

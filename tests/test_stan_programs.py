@@ -56,6 +56,8 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
         out["theta"] = rng.dirichlet(np.full(K, 2.0), size=K)
     elif model_name == "class_conditional":
         out["p"] = rng.uniform(0.2, 0.95, size=(J, K))
+    elif model_name == "one_coin":
+        out["p"] = rng.uniform(0.2, 0.95, size=J)
     else:
         out["mu"] = rng.normal(size=(K, K))
         out["sigma"] = rng.uniform(0.1, 2.0, size=(K, K))
@@ -75,6 +77,12 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
         theta = np.repeat(((1 - p) / (K - 1))[:, :, None], K, axis=2)
         theta[:, np.arange(K), np.arange(K)] = p
         return np.log(theta)
+    if model_name == "one_coin":  # written out here, not with pyrater's one_coin_theta
+        p = params["p"]
+        theta = np.empty((J, K, K))
+        for j in range(J):
+            theta[j] = np.where(np.eye(K, dtype=bool), p[j], (1 - p[j]) / (K - 1))
+        return np.log(theta)
     gamma = params["mu"][None] + params["sigma"][None] * params["gamma_raw"]
     return log_softmax(gamma, axis=-1)
 
@@ -89,6 +97,8 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
         lp += sum(stats.dirichlet.logpdf(params["theta"][k], d["beta"][k]) for k in range(d["K"]))
     elif model_name == "class_conditional":
         lp += stats.beta.logpdf(params["p"], d["beta1"][None, :], d["beta2"][None, :]).sum()
+    elif model_name == "one_coin":
+        lp += stats.beta.logpdf(params["p"], float(d["beta1"]), float(d["beta2"])).sum()
     else:
         K = d["K"]
         lp += stats.norm.logpdf(params["mu"], loc=2 * np.eye(K), scale=1).sum()
@@ -198,6 +208,8 @@ def test_stan_data_layout():
     assert hom["beta"].shape == (2, 2)
     cc = stan_data(data, "class_conditional")
     assert cc["beta1"].tolist() == [4.8, 4.8] and cc["beta2"].tolist() == pytest.approx([3.2, 3.2])
+    oc = stan_data(data, "one_coin")
+    assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
     assert "beta" not in stan_data(data, "hierarchical")
 
 

@@ -13,7 +13,7 @@ em
     Maximum-likelihood / MAP EM.
 simulate
     Simulated data with known truth.
-loo, waic, compare, posterior_predictive_check, calibrate, score
+loo, kfold, waic, compare, posterior_predictive_check, calibrate, score
     Checking, comparing and calibrating fits.
 
 The package is organised by concept (see ARCHITECTURE.md): ``data`` ->
@@ -49,6 +49,7 @@ _PUBLIC: dict[str, str] = {
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
     "ItemDifficulty": "pyrater.models",
+    "OneCoinDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -56,6 +57,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
     "simulate_item_difficulty": "pyrater.models",
+    "simulate_one_coin": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -69,6 +71,7 @@ _PUBLIC: dict[str, str] = {
     "EMConvergenceWarning": "pyrater.inference.em.convergence",
     # checking
     "loo": "pyrater.checking.compare",
+    "kfold": "pyrater.checking.kfold",
     "waic": "pyrater.checking.compare",
     "compare": "pyrater.checking.compare",
     "ELPD": "pyrater.checking.compare",
@@ -116,6 +119,7 @@ __all__ = [
     "HomogeneousDawidSkene",
     "ItemDifficulty",
     "ModelAgreement",
+    "OneCoinDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -138,6 +142,7 @@ __all__ = [
     "fits",
     "get_model",
     "inference",
+    "kfold",
     "load",
     "loo",
     "majority_vote",
@@ -154,6 +159,7 @@ __all__ = [
     "simulate_hierarchical",
     "simulate_homogeneous",
     "simulate_item_difficulty",
+    "simulate_one_coin",
     "waic",
 ]
 
@@ -204,6 +210,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import checking, contrib, data, datasets, decisions, fits, inference, models, plots
     from .checking.calibration import CalibrationResult, calibrate
     from .checking.compare import ELPD, compare, loo, waic
+    from .checking.kfold import kfold
     from .checking.predict import (
         PPCResult,
         PPCResults,
@@ -227,6 +234,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
         ItemDifficulty,
+        OneCoinDawidSkene,
         Simulation,
         get_model,
         simulate,
@@ -235,4 +243,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_hierarchical,
         simulate_homogeneous,
         simulate_item_difficulty,
+        simulate_one_coin,
     )

@@ -114,10 +114,12 @@ class ELPD:
         Posterior draws used (chains x draws).
     n_data_points : int
         N, the number of items.
-    method : {"exact", "subsample"}
+    method : {"exact", "subsample", "kfold"}
         ``"exact"``: every item's elpd computed; ``"subsample"``: subsampling
         LOO, ``elpd_i`` and ``pareto_k`` hold the sampled items only and
-        ``elpd``, ``se`` and ``p`` are difference estimates.
+        ``elpd``, ``se`` and ``p`` are difference estimates; ``"kfold"``: a
+        point fit's K-fold cross-validation over items
+        (:func:`pyrater.kfold`; ``p`` is ``p_kfold``, no Pareto k).
     subsample_se : float
         Standard error of ``elpd`` due to subsampling (0 for exact LOO).
     n_subsample : int
@@ -185,6 +187,11 @@ class ELPD:
 
     def __str__(self) -> str:
         name = "PSIS-LOO" if self.kind == "loo" else "WAIC"
+        if self.method == "kfold":
+            return (
+                f"K-fold cross-validation over {self.n_data_points} items (refits of the point fit)\n"
+                f"  elpd_kfold = {self.elpd:.2f} (se {self.se:.2f}), p_kfold = {self.p:.2f}"
+            )
         if self.method == "subsample":
             head = (
                 f"{name} by subsampling on {self.n_data_points} items ({self.n_subsample} computed exactly, "
@@ -719,14 +726,14 @@ COMPARE_COLUMNS = ("rank", "elpd_<ic>", "p_<ic>", "elpd_diff", "dse", "se", "wei
 
 def _positions(res: ELPD, fit: Any) -> np.ndarray:
     """Positions (0 .. N-1) of the items whose elpd ``res`` computed exactly."""
-    if res.method == "exact":
+    if res.method != "subsample":  # exact LOO and K-fold: every item
         return np.arange(res.n_data_points)
     return _item_index(fit).get_indexer(res.elpd_i.index)
 
 
 def _approx(res: ELPD) -> np.ndarray:
     """Every item's elpd: exact values for exact LOO, the approximation for subsampled LOO."""
-    if res.method == "exact" or res.elpd_approx_i is None:
+    if res.method != "subsample" or res.elpd_approx_i is None:
         return res.elpd_i.to_numpy()
     return res.elpd_approx_i.to_numpy()
 
@@ -740,7 +747,7 @@ def _diff(best: ELPD, other: ELPD, pos: dict[int, np.ndarray], ids: tuple[int, i
     (R's ``loo_compare`` for subsampled LOO); with no items in common, the
     naive combination of the two standard errors.
     """
-    if best.method == "exact" and other.method == "exact":
+    if best.method != "subsample" and other.method != "subsample":  # every item's elpd on both sides
         d = other.elpd_i.to_numpy() - best.elpd_i.to_numpy()
         return other.elpd - best.elpd, float(np.sqrt(d.size * np.var(d))), 0.0
     pb, po = pos[ids[0]], pos[ids[1]]
@@ -782,8 +789,14 @@ def compare(
     Parameters
     ----------
     fits : dict
-        ``{name: fit}``, at least two fits with draws of the same data (and
-        the same known items).
+        ``{name: fit}``, at least two fits of the same data (and the same
+        known items).  Fits with draws are compared by PSIS-LOO; point fits
+        (EM, Stan's optimiser) by K-fold cross-validation over items
+        (:func:`pyrater.kfold`, 10 folds on one seeded split shared by every
+        point fit: 10 refits each; a result of ``pyrater.kfold(fit)`` is
+        used as it is).  Both estimate the expected log predictive density
+        of a new item's ratings, so they share one table; the ``method``
+        column says which each row is.
     ic : {"loo", "waic"}
     method : {"auto", "exact", "subsample"}, optional
         How to compute LOO for each fit (see :func:`loo`).  Default: the LOO
@@ -837,8 +850,22 @@ def compare(
     if method is not None:
         method = check_choice("method", method, ("auto", "exact", "subsample"))
     names = list(fits)
+    point = [n for n in names if isinstance(fits[n], Fit) and not fits[n].has_draws]
+    if point and ic == "waic":
+        raise ValueError(
+            f"WAIC needs posterior draws; {point[0]!r} is a point fit ({fits[point[0]].method}). Use ic='loo': "
+            "point fits are then compared by K-fold cross-validation (pyrater.kfold)"
+        )
+    from .kfold import DEFAULT_FOLDS, _check_input, kfold
+
     for name in names:
-        _check_loo_input(fits[name], name)
+        if name in point:
+            try:
+                _check_input(fits[name], DEFAULT_FOLDS)
+            except (NotImplementedError, ValueError) as exc:
+                raise type(exc)(f"fit {name!r}: {exc}") from None
+        else:
+            _check_loo_input(fits[name], name)
     first = fits[names[0]]
     for name in names[1:]:
         if not _same_data(first, fits[name]):
@@ -855,7 +882,8 @@ def compare(
     if ic == "waic":
         results = {name: waic(f, max_memory_gib=max_memory_gib) for name, f in fits.items()}
     else:
-        found = {} if method is not None else {n: fits[n].__dict__.get("_loo_result") for n in names}
+        draws_names = [n for n in names if n not in point]
+        found = {} if method is not None else {n: fits[n].__dict__.get("_loo_result") for n in draws_names}
         cached: dict[str, ELPD] = {n: r for n, r in found.items() if r is not None}
         shared = next((r for r in cached.values() if r.method == "subsample"), None)
         if shared is not None:
@@ -864,12 +892,16 @@ def compare(
         elif cached:
             sample, plan = None, "exact"
         else:
-            plans = {_loo_plan(f, method or "auto", budgets[n]) for n, f in fits.items()}
+            plans = {_loo_plan(fits[n], method or "auto", budgets[n]) for n in draws_names}
             plan = "subsample" if "subsample" in plans and m < n_items else "exact"
             sample = _subsample_items(n_items, m, seed) if plan == "subsample" else None
         results = {}
         for name in names:
             f = fits[name]
+            if name in point:  # a point fit: K-fold cross-validation over items, on the same folds for all
+                res = f.__dict__.get("_kfold_result")  # pyrater.kfold(fit) keeps its last result
+                results[name] = kfold(f, seed=seed) if res is None else res
+                continue
             if name in cached:
                 results[name] = cached[name]
                 continue
@@ -913,6 +945,8 @@ def compare(
         }
         if subsampled:
             row.update(method=res.method, subsampling_se=res.subsample_se, subsampling_dse=sub_dse)
+        elif point:
+            row.update(method=res.method)
         rows.append(row)
     table = pd.DataFrame(rows, index=pd.Index(order))
     table.attrs["method"] = {n: results[n].method for n in order}

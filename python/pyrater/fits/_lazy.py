@@ -89,6 +89,10 @@ class LazyDraws(Mapping[str, np.ndarray]):
             self[key]
         return self
 
+    def __reduce__(self) -> tuple:
+        """Pickling and deep copies read every entry and give a plain dict (the file is not needed after)."""
+        return (dict, ({key: self[key] for key in self._order},))
+
     def __repr__(self) -> str:
         parts = []
         for key in self._order:

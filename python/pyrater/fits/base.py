@@ -49,11 +49,14 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
 def var_dims(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
     """Dims of parameter ``name`` with (non-sample) ``shape``; ``name_dim_i`` for unknown ones.
 
-    The homogeneous model's theta (one matrix for all raters) is ``(category, rating)``.
+    The homogeneous model's theta (one matrix for all raters) is ``(category, rating)``;
+    the one-coin model's ``p`` (one accuracy per rater) is ``(rater,)``.
     """
     dims = VAR_DIMS.get(name)
     if name == "theta" and len(shape) == 2:
         dims = ("category", "rating")
+    if name == "p" and len(shape) == 1:
+        dims = ("rater",)
     if dims is None or len(dims) != len(shape):
         dims = tuple(f"{name}_dim_{i}" for i in range(len(shape)))
     return dims

@@ -62,7 +62,8 @@ times the writing time (``bench/RESULTS_fitfile.md``).  So the size of a
 fit file is predictable: about
 
     8 x (chains x draws x numbers per draw)  +  8 x chains x draws x units (log_lik, when the fit keeps it)
-    +  ~3 bytes per rating  +  the labels and the JSON block,
+    +  8 x units x K (the class probabilities, when computed)  +  ~3 bytes per rating
+    +  the labels and the JSON block,
 
 where the numbers per draw are ``K + J*K*K`` for Dawid-Skene (plus the
 model's own parameters), so a Gibbs fit of 10^6 ratings by 1,000 raters with
@@ -1054,6 +1055,30 @@ class _Reader:
                 self.fail(f"its chunks of {chunk_bytes} bytes are too small to read in reasonable time", where)
         return nbytes
 
+    def prepare(
+        self,
+        group: str,
+        name: str,
+        shape: tuple[int, ...] | Callable[[tuple[int, ...]], bool],
+        kinds: str,
+        expected: str = "",
+    ) -> tuple[Any, np.dtype, tuple[int, ...]]:
+        """Everything checked before ``group/name`` is read: structure, dtype, shape, declared size (reserved).
+
+        Returns the h5py dataset, the dtype to read it as and its shape.
+        """
+        where = f"group '{group}', variable '{name}'"
+        self.part = where
+        ds = self.dataset(group, name)
+        dtype = self.dtype_of(ds, where, kinds)
+        if callable(shape):
+            found = tuple(int(n) for n in ds.shape)
+            if not shape(found):
+                self.fail(f"its shape {found} is not {expected}", where)
+            shape = found
+        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
+        return ds, dtype, shape
+
     def read_array(
         self,
         group: str,
@@ -1069,15 +1094,7 @@ class _Reader:
         whether a stored shape is acceptable (``expected`` then says which are).
         """
         where = f"group '{group}', variable '{name}'"
-        self.part = where
-        ds = self.dataset(group, name)
-        dtype = self.dtype_of(ds, where, kinds)
-        if callable(shape):
-            found = tuple(int(n) for n in ds.shape)
-            if not shape(found):
-                self.fail(f"its shape {found} is not {expected}", where)
-            shape = found
-        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
+        ds, dtype, shape = self.prepare(group, name, shape, kinds, expected)
         stored = np.dtype(np.int8) if dtype == np.dtype(bool) else dtype
         out = np.empty(shape, dtype=stored)
         if out.size:
@@ -1106,17 +1123,8 @@ class _Reader:
         Returns the variable's shape and a function that reads it (from the
         file as it was at load: a changed or removed file raises FitFileError).
         """
-        where = f"group '{group}', variable '{name}'"
-        self.part = where
-        ds = self.dataset(group, name)
-        dtype = self.dtype_of(ds, where, kinds)
-        if callable(shape):
-            found = tuple(int(n) for n in ds.shape)
-            if not shape(found):
-                self.fail(f"its shape {found} is not {expected}", where)
-            shape = found
-        self.reserve(self.planned_bytes(ds, shape, dtype, where), where)
-        path, limit, identity, fixed = self.path, self.limit_gib, self.identity, shape
+        _, _, fixed = self.prepare(group, name, shape, kinds, expected)
+        path, limit, identity = self.path, self.limit_gib, self.identity
 
         def read() -> np.ndarray:
             return _read_later(path, limit, identity, group, name, fixed, kinds, check)

@@ -10,7 +10,8 @@ Default priors (Pullin, Gurrin & Vukcevic 2023)
 -----------------------------------------------
 ``alpha_k = 3``; ``beta[k, k] = N p`` and ``beta[k, k'] = N (1 - p) / (K - 1)``
 with ``N = 8`` and ``p = 0.6``; for the class-conditional model
-``beta1_k = N p`` and ``beta2_k = N (1 - p)``.  These favour raters who are
+``beta1_k = N p`` and ``beta2_k = N (1 - p)``, and for the one-coin model
+the same two numbers as scalars.  These favour raters who are
 more often right than wrong, which also breaks label switching.
 """
 
@@ -102,13 +103,16 @@ class ModelFamily:
         The values of ``pyrater.fit(method=...)`` that fit this family.
     conjugate : str or None
         The conjugate structure EM and the Gibbs sampler use
-        (``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``), or
+        (``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``, ``"one_coin"``), or
         None when the family has no closed-form conditional updates.
     simulator : callable
         ``simulator(n_items, n_raters, n_categories, ..., seed=...)``, a
         :class:`~pyrater.Simulation` from the family (set by its module).
     item_level : bool
         The family has per-item parameters (item_difficulty).
+    k_params : tuple of str
+        The simulator's arguments whose last axis has length K (what
+        :func:`pyrater.simulate` reads K from when ``n_categories`` is not given).
     """
 
     name: ClassVar[str]
@@ -119,6 +123,7 @@ class ModelFamily:
     #: True for a family with per-item parameters (item_difficulty): no per-rater error matrices give its
     #: likelihood, and grouped data is expanded to items (:meth:`prepare_data`)
     item_level: ClassVar[bool] = False
+    k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""

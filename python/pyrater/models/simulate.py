@@ -25,6 +25,8 @@ homogeneous
     one K x K error matrix shared by all raters.
 class_conditional
     ``theta[j, k, k] = p[j, k]`` and ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)``.
+one_coin
+    ``theta[j, k, k] = p[j]`` and ``theta[j, k, l] = (1 - p[j]) / (K - 1)``.
 hierarchical
     ``theta[j, k] = softmax(mu[k] + sigma[k] * raw[j, k])`` with
     ``raw ~ N(0, 1)``: every entry, diagonal and off-diagonal, varies by rater.
@@ -89,9 +91,10 @@ class Simulation:
         ``theta[j, k, l] = P(rater j says l | true class k)``.
     model : str
         Model name: ``"dawid_skene"``, ``"homogeneous"``,
-        ``"class_conditional"`` or ``"hierarchical"``.
+        ``"class_conditional"``, ``"one_coin"`` or ``"hierarchical"``.
     params : dict
-        Model-specific truth: ``p`` (J, K) for the class-conditional model;
+        Model-specific truth: ``p`` (J, K) for the class-conditional model,
+        ``p`` (J,) for the one-coin model;
         ``mu`` (K, K), ``sigma`` (K, K) and ``gamma`` (J, K, K) for the
         hierarchical model; empty otherwise.
     """
@@ -361,7 +364,7 @@ def simulate(
     ----------
     model : str or model object
         ``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``,
-        ``"hierarchical"``, or an object from :mod:`pyrater.models`.  A model
+        ``"one_coin"``, ``"hierarchical"``, or an object from :mod:`pyrater.models`.  A model
         object's priors (``alpha``, ``beta``, ``beta1``, ``beta2``) are used
         to draw the parameters not given.
     n_items, n_raters, n_categories, raters_per_item, repeats, seed
@@ -372,7 +375,7 @@ def simulate(
         this module's notes).
     **params
         Model parameters: ``pi`` and ``theta`` (dawid_skene, homogeneous),
-        ``p`` (class_conditional), ``mu`` and ``sigma`` (hierarchical), and
+        ``p`` (class_conditional (J, K), one_coin (J,)), ``mu`` and ``sigma`` (hierarchical), and
         ``categories``.
 
     Returns
@@ -398,7 +401,7 @@ def simulate(
         # a model object: its (possibly user-set) priors drive the draws
         I = _as_int("n_items", n_items, 1)
         J = _as_int("n_raters", n_raters, 1)
-        K = _infer_k(n_categories, {k: params.get(k) for k in ("pi", "theta", "p", "mu", "categories")})
+        K = _infer_k(n_categories, {k: params.get(k) for k in type(spec).k_params})
         for key, value in spec.priors(K, J).items():
             params.setdefault(key, value)
         n_items, n_raters, n_categories = I, J, K

@@ -286,12 +286,13 @@ def gibbs(
     S = draws // thin
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    p_d = np.empty((chains, S, J, K)) if prior.kind == "class_conditional" else np.empty((chains, 0, J, K))
+    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
+    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_tot = np.empty((chains, S))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     pi = np.empty((chains, K))
     theta = np.empty((chains, Jt, K, K))
-    p = np.empty((chains, J, K)) if prior.kind == "class_conditional" else np.empty((chains, 0, K))
+    p = np.empty((chains, J, Kp)) if Kp else np.empty((chains, 0, K))
     shape, row = np.empty(K), np.empty(K)
     tag = f"pyrater-gibbs-{id(data):x}-{time.time_ns():x}"
     index = list(range(len(blocks)))
@@ -329,7 +330,7 @@ def gibbs(
             s = (t - warmup) // thin
             pi_d[:, s] = pi
             theta_d[:, s] = theta
-            if prior.kind == "class_conditional":
+            if Kp:
                 p_d[:, s] = p
             prev = s
         if callback is not None:
@@ -341,9 +342,10 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    if prior.kind == "class_conditional":
-        out["p"] = p_d
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if prior.kind == "class_conditional" else None)
+    p_out = prior.reported_p(p_d) if Kp else None
+    if p_out is not None:
+        out["p"] = p_out
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
     fit = DistributedGibbsFit(
         data=data,  # type: ignore[arg-type]
         model=model_obj,

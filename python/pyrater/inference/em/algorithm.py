@@ -21,6 +21,9 @@ M-step
       ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)`` for ``l != k``, with
       ``p[j, k] = (N[j, k, k] + beta1_k - 1) / (sum_l N[j, k, l] + beta1_k + beta2_k - 2)``
       (ML: drop the prior terms).
+    * one-coin: ``theta[j, k, k] = p[j]``, off-diagonal ``(1 - p[j]) / (K - 1)``, with
+      ``p[j] = (sum_k N[j, k, k] + beta1 - 1) / (sum_{k, l} N[j, k, l] + beta1 + beta2 - 2)``
+      (ML: drop the prior terms).
 
 ``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
 per distinct rating pattern), so the cost of grouped data scales with the
@@ -397,13 +400,15 @@ def em(
     model : str or model object
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
-        ``"homogeneous"`` (one matrix for all raters), or a model object from
+        ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
+        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
-        on ``p[j, k]`` for the class-conditional model).  MAP requires every
+        on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
+        ``p[j]`` for the one-coin model).  MAP requires every
         hyperparameter to be >= 1 (otherwise the mode may not exist) and
         raises :class:`ValueError` if not.  With all hyperparameters equal to
         1, MAP equals ML.
@@ -609,12 +614,8 @@ def em(
                 T0[~flat] /= wsum[~flat, None]
                 if flat.any():
                     T0[flat] = which[first[flat]]
-        elif which == "majority":
-            if fused is None:
-                T0 = soft_majority_vote(prob.counts, K)
-            else:  # the same shares in one pass
-                c = prob.counts
-                T0 = run_kernel(fused.vote_shares, c.indptr, c.indices, c.data, np.empty((n_fit, K)))
+        elif which == "majority":  # the scipy path (the fused one takes the vote's sums in one pass, below)
+            T0 = soft_majority_vote(prob.counts, K)
         else:
             T0 = rng.dirichlet(np.ones(K), size=n_fit)
         return clamp_classes(T0, prob.known)
@@ -641,7 +642,7 @@ def em(
             starts = [(name, clamp_classes(T0, prob.known)) for name, T0 in starts]
             runs.append(search(run_from, starts, int(max_iter), max(tol, 1e-10)))
         elif r == 0 and isinstance(init_checked, str) and init_checked == "majority" and fused is not None:
-            # the vote's sums in one pass, straight into the first M-step (the same numbers as start())
+            # the vote's sums in one pass, straight into the first M-step (the numbers of the vote as a start)
             res = _run_fused(
                 prob,
                 np.empty((n_fit, K)),

@@ -79,6 +79,28 @@ _BLOCK = 64  # units per block of the fused kernel
 _BIG = 2.0**900  # flush the running product of row sums (each <= 8) well before overflow
 
 
+@numba.njit(inline="always", cache=True, fastmath={"contract"})
+def _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):  # pragma: no cover - compiled
+    """``N[c, k] += C[iu, c] * t_k`` over the stored counts ``c`` of unit ``iu`` (eight lanes): the M-step's scatter.
+
+    Shared by :func:`em_iteration`, :func:`expected_counts` and :func:`majority_sums`.
+    """
+    c = _u64(indptr[iu])
+    b = _u64(indptr[iu + _u64(1)])
+    while c < b:  # unsigned indices: no wraparound checks in the scatter loop
+        col = _u64(indices[c])
+        v = data[c]
+        N[col, 0] += v * t0
+        N[col, 1] += v * t1
+        N[col, 2] += v * t2
+        N[col, 3] += v * t3
+        N[col, 4] += v * t4
+        N[col, 5] += v * t5
+        N[col, 6] += v * t6
+        N[col, 7] += v * t7
+        c += _u64(1)
+
+
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
 def em_iteration(
     indptr, indices, data, LT, log_pi, known, weight, lo, hi, K, T, ll_units, N, n_k
@@ -225,20 +247,7 @@ def em_iteration(
                 t5 = X[r, 5]
                 t6 = X[r, 6]
                 t7 = X[r, 7]
-                c = _u64(indptr[iu])
-                b = _u64(indptr[iu + _u64(1)])
-                while c < b:
-                    col = _u64(indices[c])
-                    v = data[c]
-                    N[col, 0] += v * t0
-                    N[col, 1] += v * t1
-                    N[col, 2] += v * t2
-                    N[col, 3] += v * t3
-                    N[col, 4] += v * t4
-                    N[col, 5] += v * t5
-                    N[col, 6] += v * t6
-                    N[col, 7] += v * t7
-                    c += _u64(1)
+                _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7)
     total += math.log(prod)
     n_k[0] = n0
     n_k[1] = n1
@@ -279,20 +288,7 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
         t5 = t[5]
         t6 = t[6]
         t7 = t[7]
-        c = _u64(indptr[iu])
-        b = _u64(indptr[iu + _u64(1)])
-        while c < b:
-            col = _u64(indices[c])
-            v = data[c]
-            N[col, 0] += v * t0
-            N[col, 1] += v * t1
-            N[col, 2] += v * t2
-            N[col, 3] += v * t3
-            N[col, 4] += v * t4
-            N[col, 5] += v * t5
-            N[col, 6] += v * t6
-            N[col, 7] += v * t7
-            c += _u64(1)
+        _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -376,19 +372,7 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
         n5 += a5
         n6 += a6
         n7 += a7
-        c = _u64(indptr[iu])
-        while c < b:
-            col = _u64(indices[c])
-            v = data[c]
-            N[col, 0] += v * a0
-            N[col, 1] += v * a1
-            N[col, 2] += v * a2
-            N[col, 3] += v * a3
-            N[col, 4] += v * a4
-            N[col, 5] += v * a5
-            N[col, 6] += v * a6
-            N[col, 7] += v * a7
-            c += _u64(1)
+        _scatter_unit(indptr, indices, data, iu, N, a0, a1, a2, a3, a4, a5, a6, a7)
     n_k[0] = n0
     n_k[1] = n1
     n_k[2] = n2

@@ -149,7 +149,7 @@ class MapPrior:
     kind: str
     alpha: np.ndarray  # (K,)
     beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
-    beta1: np.ndarray | None = None  # (K,) class-conditional
+    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin
     beta2: np.ndarray | None = None
 
     def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
@@ -162,10 +162,14 @@ class MapPrior:
             assert self.beta is not None
             lp += _log_dirichlet(theta[0], self.beta)
         else:
-            assert self.beta1 is not None and self.beta2 is not None  # set for the class-conditional kind
+            assert self.beta1 is not None and self.beta2 is not None  # set for the accuracy kinds
             K = pi.size
-            p = theta[:, np.arange(K), np.arange(K)]
-            b1, b2 = self.beta1[None, :], self.beta2[None, :]
+            if self.kind == "one_coin":  # one accuracy per rater: p (J, 1) against scalar (1, 1) priors
+                p = theta[:, :1, 0]
+                b1, b2 = np.reshape(self.beta1, (1, 1)), np.reshape(self.beta2, (1, 1))
+            else:
+                p = theta[:, np.arange(K), np.arange(K)]
+                b1, b2 = self.beta1[None, :], self.beta2[None, :]
             lp += float(np.sum(gammaln(b1 + b2) - gammaln(b1) - gammaln(b2) + xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p)))
         return float(lp)
 
@@ -211,7 +215,7 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     kind = model_kind(model)
     pri = model.priors(K, J)
     _check_at_least_one("alpha", pri["alpha"], model)
-    if kind == "class_conditional":
+    if kind in ("class_conditional", "one_coin"):
         _check_at_least_one("beta1", pri["beta1"], model)
         _check_at_least_one("beta2", pri["beta2"], model)
         return MapPrior(kind, pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"]), pri
@@ -225,7 +229,7 @@ def model_kind(model: Model) -> str:
         raise ValueError(
             f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
             f"its methods {model.methods} (e.g. pyrater.fit(..., method='mcmc')), or use model='dawid_skene', "
-            "'class_conditional' or 'homogeneous' with EM"
+            "'class_conditional', 'homogeneous' or 'one_coin' with EM"
         )
     return model.conjugate
 
@@ -269,7 +273,7 @@ def m_step_from_counts(
         ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
         it is not modified).
     J, K : int
-    kind : {"dawid_skene", "homogeneous", "class_conditional"}
+    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin"}
     prior : MapPrior or None
         MAP hyperparameters; None for ML.
     """
@@ -290,6 +294,18 @@ def m_step_from_counts(
         theta0, empty0 = _normalise(N0)
         theta = np.broadcast_to(theta0, (J, K, K)).copy()
         empty = np.broadcast_to(empty0, (J, K)).copy()
+    elif kind == "one_coin":  # p_j = (right_j + beta1 - 1) / (all_j + beta1 + beta2 - 2)
+        right = np.einsum("jkk->j", N)
+        tot = np.einsum("jkl->j", N)
+        if prior is not None:
+            assert prior.beta1 is not None and prior.beta2 is not None
+            right = right + (float(prior.beta1) - 1.0)
+            tot = tot + (float(prior.beta1) + float(prior.beta2) - 2.0)
+        none = tot <= 0
+        p = np.divide(right, tot, out=np.full_like(right, 1.0 / K), where=~none)
+        theta = np.repeat(np.repeat(((1.0 - p) / (K - 1))[:, None, None], K, axis=1), K, axis=2)
+        theta[:, np.arange(K), np.arange(K)] = p[:, None]
+        empty = np.repeat(none[:, None], K, axis=1)
     else:  # class-conditional
         diag = N[:, np.arange(K), np.arange(K)]  # (J, K)
         tot = N.sum(axis=2)

@@ -32,7 +32,10 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
    * 1, class-conditional: ``p[j, k] ~ Beta(beta1_k + N[j, k, k],
      beta2_k + sum_{l != k} N[j, k, l])``, ``theta[j, k, k] = p[j, k]``,
      ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)``;
-   * 2, homogeneous: ``theta[k, :] ~ Dirichlet(beta[k, :] + sum_j N[j, k, :])``.
+   * 2, homogeneous: ``theta[k, :] ~ Dirichlet(beta[k, :] + sum_j N[j, k, :])``;
+   * 3, one-coin: ``p[j] ~ Beta(beta1 + sum_k N[j, k, k],
+     beta2 + sum_k sum_{l != k} N[j, k, l])``, ``theta[j, k, k] = p[j]``,
+     ``theta[j, k, l] = (1 - p[j]) / (K - 1)``.
 
 Dirichlet draws are normalised Gamma draws.
 
@@ -61,9 +64,10 @@ __all__ = [
     "DAWID_SKENE",
     "CLASS_CONDITIONAL",
     "HOMOGENEOUS",
+    "ONE_COIN",
 ]
 
-DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS = 0, 1, 2
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN = 0, 1, 2, 3
 #: lanes of the class axis in the z step (the kernel supports K <= KP)
 KP = 8
 #: acceptance rate the marginal pi moves adapt to during warm-up
@@ -617,6 +621,22 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
             _dirichlet_into(rng, shape, row)
             for l in range(K):
                 theta[0, k, l] = row[l]
+    elif kind == ONE_COIN:  # beta1, beta2: the scalar prior in entry 0; p (J, 1)
+        for j in range(J):
+            right = 0.0
+            tot = 0.0
+            for k in range(K):
+                right += N[j * K + k, k]
+                for l in range(K):
+                    tot += N[j * K + l, k]
+            a = rng.gamma(beta1[0] + right, 1.0)
+            b = rng.gamma(beta2[0] + (tot - right), 1.0)
+            pj = a / (a + b) if a + b > 0.0 else (1.0 if beta1[0] >= beta2[0] else 0.0)
+            p[j, 0] = pj
+            off = (1.0 - pj) / (K - 1)
+            for k in range(K):
+                for l in range(K):
+                    theta[j, k, l] = pj if l == k else off
     else:  # class-conditional
         for j in range(J):
             for k in range(K):
@@ -676,11 +696,11 @@ def run_chain(
     known : int64 array (I,) or empty
         Known class code per unit, -1 unknown.
     kind : int
-        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL` or :data:`HOMOGENEOUS`.
+        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS` or :data:`ONE_COIN`.
     K : int
     alpha : float64 (K,)
     beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous), or unused
-    beta1, beta2 : float64 (K,) (class-conditional), or unused
+    beta1, beta2 : float64 (K,) (class-conditional; one-coin: the scalar prior in entry 0), or unused
     N0 : float64 (J*K, K), n0 : float64 (K,)
         Counts of a starting class assignment (overwritten: the working counts).
     n_warmup, n_sweeps, thin : int
@@ -690,7 +710,7 @@ def run_chain(
         The chain's random stream.
     pi_out : float64 (n_keep, K)
     theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
-    p_out : float64 (n_keep, J, K) (class-conditional) or empty
+    p_out : float64 (n_keep, J, K) (class-conditional), (n_keep, J, 1) (one-coin) or empty
     ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
     ll_total_out : float64 (n_keep,)
         ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
@@ -715,7 +735,7 @@ def run_chain(
     Jt = theta_out.shape[1]
     pi = np.empty(K)
     theta = np.empty((Jt, K, K))
-    p = np.empty((J, K)) if kind == CLASS_CONDITIONAL else np.empty((0, K))
+    p = np.empty((J, p_out.shape[2])) if kind == CLASS_CONDITIONAL or kind == ONE_COIN else np.empty((0, K))
     shape = np.empty(K)
     row = np.empty(K)
     log_pi = np.full(max(K, KP), -np.inf)  # lanes k >= K stay -inf
@@ -772,7 +792,7 @@ def run_chain(
             s = (t - n_warmup) // thin
             pi_out[s, :] = pi
             theta_out[s] = theta
-            if kind == CLASS_CONDITIONAL:
+            if kind == CLASS_CONDITIONAL or kind == ONE_COIN:
                 p_out[s] = p
             prev = s
         prog[0] = t + 1

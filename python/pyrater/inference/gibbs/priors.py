@@ -4,7 +4,7 @@ The priors are exactly those of the Stan programs (resolved by the model
 object, :meth:`pyrater.models.DawidSkene.priors` and friends):
 ``pi ~ Dirichlet(alpha)``; Dawid-Skene ``theta[j, k] ~ Dirichlet(beta[j, k])``;
 homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
-``p[j, k] ~ Beta(beta1_k, beta2_k)``.  All are conjugate given the true
+``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``.  All are conjugate given the true
 classes, which is what the Gibbs sampler uses.
 """
 
@@ -27,10 +27,10 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin"}
     alpha : array (K,)
     beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous) or None
-    beta1, beta2 : arrays (K,) (class-conditional) or None
+    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin) or None
     values : dict
         The model's resolved priors (what a fit reports).
     """
@@ -49,7 +49,16 @@ class ConjugatePrior:
             "dawid_skene": _kern.DAWID_SKENE,
             "class_conditional": _kern.CLASS_CONDITIONAL,
             "homogeneous": _kern.HOMOGENEOUS,
+            "one_coin": _kern.ONE_COIN,
         }[self.kind]
+
+    def p_columns(self, K: int) -> int:
+        """Columns of the accuracies ``p`` the kernel keeps per rater: K (class-conditional), 1 (one-coin), 0."""
+        return {"class_conditional": K, "one_coin": 1}.get(self.kind, 0)
+
+    def reported_p(self, p: np.ndarray) -> np.ndarray:
+        """The kernel's accuracy draws (..., J, columns) as a fit reports them: (..., J, K), or (..., J) one-coin."""
+        return p[..., 0] if self.kind == "one_coin" else p
 
     def kernel_arrays(self, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``alpha``, ``beta`` as (J, K, K) or (1, K, K), ``beta1``, ``beta2`` (float64, C-contiguous)."""
@@ -61,8 +70,11 @@ class ConjugatePrior:
             beta = f(self.beta)[None]
         else:
             beta = empty_beta
-        b1 = f(self.beta1) if self.beta1 is not None else np.zeros(K)
-        b2 = f(self.beta2) if self.beta2 is not None else np.zeros(K)
+        if self.beta1 is None or self.beta2 is None:
+            b1, b2 = np.zeros(K), np.zeros(K)
+        else:  # (K,); a one-coin model's scalar prior repeated (the kernel reads entry 0)
+            b1 = f(np.broadcast_to(self.beta1, (K,)))
+            b2 = f(np.broadcast_to(self.beta2, (K,)))
         return f(self.alpha), beta, b1, b2
 
 
@@ -81,10 +93,10 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
         raise ValueError(
             f"method={method!r} needs conditionally conjugate priors; the {model.title} model's priors are not "
             f"conjugate. Fit it with one of its methods {model.methods} (e.g. method='mcmc', NUTS in Stan), or use "
-            "model='dawid_skene', 'class_conditional' or 'homogeneous'"
+            "model='dawid_skene', 'class_conditional', 'homogeneous' or 'one_coin'"
         )
     pri = model.priors(K, J)
-    if kind == "class_conditional":
+    if kind in ("class_conditional", "one_coin"):
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri)
     return ConjugatePrior(kind, pri["alpha"], pri["beta"], None, None, pri)
 
@@ -109,7 +121,7 @@ def log_prior_density(
     prior : ConjugatePrior
     pi : array (..., K)
     theta : array (..., J, K, K), or (..., K, K) for the homogeneous model
-    p : array (..., J, K), class-conditional accuracies
+    p : array (..., J, K), class-conditional accuracies, or (..., J), one-coin accuracies
     max_block : int
         Values of theta (or p) per block.
 
@@ -125,7 +137,7 @@ def log_prior_density(
         per = int(np.prod(theta.shape[n:]))
         other = theta.reshape(S, *theta.shape[n:])
     else:
-        assert p is not None, "the class-conditional model's prior density needs the accuracies p"
+        assert p is not None, "the accuracy models' prior density needs the accuracies p"
         per = int(np.prod(p.shape[n:]))
         other = p.reshape(S, *p.shape[n:])
     step = max(1, max_block // max(1, per))
@@ -136,14 +148,15 @@ def log_prior_density(
 
 
 def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Log prior density of a block of draws: pi (n, K) and theta (n, ...) or p (n, J, K)."""
+    """Log prior density of a block of draws: pi (n, K) and theta (n, ...) or p (n, J, K) or (n, J)."""
     lp = _log_dirichlet_rows(pi, prior.alpha, 1)
     if prior.kind in ("dawid_skene", "homogeneous"):
         assert prior.beta is not None  # set for these kinds by conjugate_prior
         return lp + _log_dirichlet_rows(other, prior.beta, 1)
     b1, b2 = prior.beta1, prior.beta2
-    assert b1 is not None and b2 is not None  # set for the class-conditional kind by conjugate_prior
-    J = other.shape[-2]
-    const = -J * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
+    assert b1 is not None and b2 is not None  # set for the accuracy kinds by conjugate_prior
+    b1, b2 = np.asarray(b1), np.asarray(b2)
+    n_rows = other[0].size // max(1, b1.size)  # J: the priors (K,) or () repeat once per rater
+    const = -n_rows * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
     kern = xlogy(b1 - 1, other) + xlog1py(b2 - 1, -other)
     return lp + const + kern.reshape(other.shape[0], -1).sum(-1)

@@ -1,6 +1,6 @@
 """Full Bayesian posterior at crowd scale: the blocked Gibbs sampler.
 
-Given the true classes z, the Dawid-Skene, class-conditional and
+Given the true classes z, the Dawid-Skene, class-conditional, one-coin and
 homogeneous models are conjugate, so the sampler alternates
 
 * ``z_i | pi, theta, y``: a categorical draw per item from
@@ -11,6 +11,7 @@ homogeneous models are conjugate, so the sampler alternates
 * ``pi | z ~ Dirichlet(alpha + class counts)``;
 * ``theta[j, k, :] | z ~ Dirichlet(beta[j, k, :] + rating counts)``
   (class-conditional: ``p[j, k] ~ Beta(beta1_k + right, beta2_k + wrong)``;
+  one-coin: ``p[j] ~ Beta(beta1 + right, beta2 + wrong)`` over all classes;
   homogeneous: counts pooled over raters),
 
 with exactly the priors of the Stan programs.  A sweep costs one pass over
@@ -70,8 +71,8 @@ anyway, so it costs nothing extra (one more pass for the last draw).
 Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
-``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous) or ``J*K*K + J*K``
-(class-conditional), plus ``8 * chains * (draws // thin) * units`` for
+``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
+(class-conditional) or ``J*K*K + J`` (one-coin), plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
@@ -183,8 +184,8 @@ def gibbs(
     data : RatingData or DataFrame
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
-        ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"`` or a
-        model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
+        ``"one_coin"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.
@@ -261,7 +262,8 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    per_draw = K + Jt * K * K + (J * K if prior.kind == "class_conditional" else 0)
+    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
+    per_draw = K + Jt * K * K + J * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
@@ -307,7 +309,7 @@ def gibbs(
 
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    p_d = np.empty((chains, S, J, K)) if prior.kind == "class_conditional" else np.empty((chains, 0, J, K))
+    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_d = np.empty((chains, S, I)) if keep_ll else np.empty((chains, 0, 0))
     ll_tot = np.empty((chains, S))
     evidence = [np.empty((I if pi_moves else 0, K)) for _ in range(chains)]
@@ -400,11 +402,12 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    if prior.kind == "class_conditional":
-        out["p"] = p_d
+    p_out = prior.reported_p(p_d) if Kp else None
+    if p_out is not None:
+        out["p"] = p_out
     if keep_ll:
         out["log_lik"] = ll_d
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if prior.kind == "class_conditional" else None)
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
     fit = GibbsFit(
         data=data,
         model=model_obj,

@@ -1,0 +1,219 @@
+"""K-fold cross-validation over items: the expected log predictive density of a point fit.
+
+A point fit (EM, Stan's optimiser) has no posterior draws, so PSIS-LOO does
+not apply.  :func:`kfold` estimates the same quantity, the expected log
+predictive density of the ratings of a new item, by K-fold cross-validation
+with items as the unit (as R's ``loo::kfold``):
+
+1. the items are shuffled (``seed``) and split into ``k`` folds of nearly
+   equal size (the items of a rating pattern of grouped data are split like
+   any others);
+2. for each fold the fit is repeated, same model, method and settings, on
+   the other folds' items (the held-out items get weight 0, so raters, labels
+   and categories stay as they are);
+3. each held-out item's ``elpd_i = log p(y_i | estimate without its fold)``,
+   summed over the item's classes (``log p(y_i, z_i)`` for an item whose
+   class is known).
+
+``elpd`` is the sum of ``elpd_i``, ``se = sqrt(N var(elpd_i))`` and
+``p = lpd - elpd``, with ``lpd`` the log predictive density of every item at
+the full-data estimate (R's ``p_kfold``).  The estimate is on the scale of
+PSIS-LOO's ``elpd_loo``, so :func:`pyrater.compare` ranks point fits and
+draws-based fits in one table; ``k`` refits cost ``k`` times the fit.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._quiet import progress_bar
+from .._stacklevel import user_stacklevel
+from .._validation import check_int, check_seed
+from ..data.ratings import RatingData
+from ..fits.base import Fit
+from ..fits.em import EMFit
+from ..fits.optimize import OptimizeFit
+from ..models.kernels import class_log_posterior
+
+__all__ = ["kfold", "DEFAULT_FOLDS", "fold_of_items"]
+
+#: folds of :func:`kfold` by default
+DEFAULT_FOLDS = 10
+
+
+def fold_of_items(n_items: int, k: int, seed: int) -> np.ndarray:
+    """Fold (0 .. k-1) of each of ``n_items`` items: a seeded shuffle cut into ``k`` near-equal parts."""
+    order = np.random.default_rng(seed).permutation(n_items)
+    fold = np.empty(n_items, dtype=np.int64)
+    fold[order] = np.arange(n_items) % k
+    return fold
+
+
+def _check_input(fit: Any, k: int) -> None:
+    if not isinstance(fit, Fit):
+        raise TypeError(f"kfold needs a pyrater fit, got {type(fit).__name__}")
+    if not isinstance(fit, (EMFit, OptimizeFit)):
+        raise NotImplementedError(
+            f"kfold refits point fits (method='em' or 'optimize'); this is a {fit.method} fit"
+            + ("; use pyrater.loo, which needs no refits" if fit.has_draws else "")
+        )
+    if not hasattr(fit.data, "counts") or getattr(fit, "blocks", None) is not None:
+        raise NotImplementedError(
+            "kfold needs the ratings in memory; this fit was made on distributed data: collect a sample of items "
+            "into a RatingData and refit it in memory"
+        )
+    if fit.data.n_items < k:
+        raise ValueError(f"k={k} folds need at least {k} items; the data hold {fit.data.n_items}")
+
+
+def _training_data(data: RatingData, held_out: np.ndarray) -> RatingData:
+    """The data with ``held_out[u]`` of unit u's items removed (weights reduced; units, raters, labels kept)."""
+    return RatingData.from_codes(
+        data.unit,
+        data.rater,
+        data.rating,
+        n_categories=data.n_categories,
+        n_items=data.n_units,
+        n_raters=data.n_raters,
+        weight=np.asarray(data.weight, dtype=np.int64) - held_out,
+        categories=list(data.categories),
+        copy=False,
+    )
+
+
+def _known_labels(fit: Any) -> dict | None:
+    """The fit's known classes as ``{unit label of the training data: category label}`` (units are 1 .. I there)."""
+    known = fit.known
+    if known is None or not np.any(known >= 0):
+        return None
+    cats = fit.data.categories
+    return {int(u) + 1: cats[int(c)] for u, c in enumerate(known) if c >= 0}
+
+
+def _refit(fit: Any, train: RatingData, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fit repeated on ``train``: its (pi (K,), theta (J, K, K)) estimate."""
+    known = _known_labels(fit)
+    res: Fit
+    if isinstance(fit, EMFit):
+        from ..inference.em.algorithm import EMConvergenceWarning, em
+
+        conv = fit.convergence or {}
+        restarts = 0 if fit.restart_objectives is None else max(0, len(fit.restart_objectives) - 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EMConvergenceWarning)  # reported once, by the full fit
+            res = em(
+                train,
+                model=fit.model,
+                method="map" if fit.method == "em_map" else "ml",
+                known=known,
+                n_restarts=restarts,
+                tol=float(conv.get("tol", 1e-8)),
+                param_tol=float(conv.get("param_tol", 1e-6)),
+                seed=seed,
+                backend="numba" if fit.backend == "numba" else "scipy" if fit.backend == "scipy" else "auto",
+            )
+    else:
+        from ..inference.stan.run import optimize
+
+        res = optimize(
+            train,
+            fit.model,
+            None if fit.known is None else np.asarray(fit.known),
+            engine=fit.engine,
+            seed=seed,
+            inits=None,
+            n_inits=int(fit.settings.get("n_inits", 4)),
+            known_labels=known,
+        )
+    return res._point()
+
+
+def _unit_log_lik(fit: Any, pi: np.ndarray, theta: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """``log p(y_u | pi, theta)`` of the given units (``log p(y_u, z_u)`` for a known unit)."""
+    with np.errstate(divide="ignore"):
+        lp, lt = np.log(pi), np.log(theta)
+    known = None if fit.known is None else np.asarray(fit.known)[units]
+    _, ll = class_log_posterior(fit.data.counts[units], lp, lt, known=known)
+    return ll
+
+
+def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress: bool | None = None):
+    """Expected log predictive density of a point fit by K-fold cross-validation over items.
+
+    Parameters
+    ----------
+    fit : EMFit or OptimizeFit
+        A point fit (``method="em"`` or ``"optimize"``), refitted ``k`` times
+        with its own model, method and settings.
+    k : int
+        Number of folds (default 10; at most the number of items).
+    seed : int, optional
+        Seed of the split into folds and of the refits (default 0: the same
+        folds every time, so fits of one data set are compared on one split).
+    progress : bool, optional
+        A progress bar over the folds (default: on).
+
+    Returns
+    -------
+    ELPD
+        ``kind="loo"``, ``method="kfold"``: ``elpd``, ``se``, ``p`` and
+        ``elpd_i`` (per item) on the scale of PSIS-LOO's, so
+        :func:`pyrater.compare` ranks it beside draws-based fits; no Pareto k.
+
+    Examples
+    --------
+    >>> e = pyrater.em(data, method="map")          # doctest: +SKIP
+    >>> pyrater.kfold(e, k=10, seed=1).elpd          # doctest: +SKIP
+    """
+    from .compare import ELPD, _item_index
+
+    k = check_int("k", k, 2)
+    checked = check_seed(seed)
+    seed = 0 if checked is None else checked
+    _check_input(fit, k)
+    data = fit.data
+    weight = np.asarray(data.weight, dtype=np.int64)
+    n_items = int(weight.sum())
+    unit_of_item = np.repeat(np.arange(data.n_units), weight)
+    fold = fold_of_items(n_items, k, seed)
+    elpd_i = np.empty(n_items)
+    show = True if progress is None else bool(progress)
+    with progress_bar(show, k, "k-fold", unit="fold") as bar:
+        for f in range(k):
+            out = np.flatnonzero(fold == f)
+            held = np.bincount(unit_of_item[out], minlength=data.n_units)
+            pi, theta = _refit(fit, _training_data(data, held), seed + f)
+            units = np.unique(unit_of_item[out])
+            ll = _unit_log_lik(fit, pi, theta, units)
+            elpd_i[out] = ll[np.searchsorted(units, unit_of_item[out])]
+            bar.update()
+    pi, theta = fit._point()
+    lpd = float(np.sum(_unit_log_lik(fit, pi, theta, np.arange(data.n_units)) * weight))
+    elpd = float(elpd_i.sum())
+    if not np.isfinite(elpd):
+        warnings.warn(
+            "some held-out item has log predictive density -inf under the fit without its fold (a rating its "
+            "rater never gave in training has probability 0 under maximum likelihood); use method='map'",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+    result = ELPD(
+        kind="loo",
+        elpd=elpd,
+        se=float(np.sqrt(n_items * np.var(elpd_i))),
+        p=lpd - elpd,
+        elpd_i=pd.Series(elpd_i, index=_item_index(fit), name="elpd_kfold"),
+        pareto_k=None,
+        n_bad_k=0,
+        warning=False,
+        n_samples=1,
+        n_data_points=n_items,
+        method="kfold",
+        n_subsample=n_items,
+    )
+    fit.__dict__["_kfold_result"] = result  # pyrater.compare uses it
+    return result
