@@ -17,12 +17,12 @@ from scipy.special import log_softmax
 
 from conftest import shared_file
 from pyrater import RatingData, get_model
-from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.data import ERROR_MATRIX_MODEL_NAMES, stan_data, stan_inits
 from pyrater.models.kernels import class_log_posterior
 
 pytestmark = pytest.mark.stan
 
-MODELS = list(STAN_MODEL_NAMES)
+MODELS = list(ERROR_MATRIX_MODEL_NAMES)  # item_difficulty: tests/test_item_difficulty_stan.py
 
 
 @pytest.fixture(scope="module")

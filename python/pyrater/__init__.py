@@ -48,6 +48,7 @@ _PUBLIC: dict[str, str] = {
     "HierarchicalDawidSkene": "pyrater.models",
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
+    "ItemDifficulty": "pyrater.models",
     "OneCoinDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
@@ -55,6 +56,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_class_conditional": "pyrater.models",
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
+    "simulate_item_difficulty": "pyrater.models",
     "simulate_one_coin": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
@@ -115,6 +117,7 @@ __all__ = [
     "FitSummary",
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
+    "ItemDifficulty",
     "ModelAgreement",
     "OneCoinDawidSkene",
     "PPCResult",
@@ -155,6 +158,7 @@ __all__ = [
     "simulate_dawid_skene",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_item_difficulty",
     "simulate_one_coin",
     "waic",
 ]
@@ -229,6 +233,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
+        ItemDifficulty,
         OneCoinDawidSkene,
         Simulation,
         get_model,
@@ -237,5 +242,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,
+        simulate_item_difficulty,
         simulate_one_coin,
     )

@@ -690,7 +690,14 @@ def _same_data(a: Fit, b: Fit) -> bool:
     same_known = (ka is None and kb is None) or (
         ka is not None and kb is not None and np.array_equal(np.asarray(ka), np.asarray(kb))
     )
-    return a.data.equals(b.data) and same_known
+    da, db = a.data, b.data
+    if da.is_grouped != db.is_grouped:
+        # a family with per-item parameters (item_difficulty) fits grouped data expanded to its items, in
+        # pattern order: the same items as the grouped fit's log_lik expanded by the tallies
+        from ..models.item_difficulty import expand_to_items
+
+        da, db = expand_to_items(da), expand_to_items(db)
+    return da.equals(db) and same_known
 
 
 def stacking_weights(elpd_i: np.ndarray) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.one_coin`,
-:mod:`~pyrater.models.hierarchical`), each registering its class;
+:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.hierarchical`,
+:mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
 :mod:`pyrater.data`.
@@ -27,6 +27,7 @@ from .dawid_skene import DawidSkene, simulate_dawid_skene
 from .hierarchical import HierarchicalDawidSkene, simulate_hierarchical
 from .class_conditional import ClassConditionalDawidSkene, class_conditional_theta, simulate_class_conditional
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
+from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
 
 # isort: on
@@ -41,6 +42,7 @@ __all__ = [
     "HierarchicalDawidSkene",
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
+    "ItemDifficulty",
     "OneCoinDawidSkene",
     "Model",
     "ModelFamily",
@@ -57,6 +59,7 @@ __all__ = [
     "simulate_class_conditional",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_item_difficulty",
     "simulate_one_coin",
     "class_conditional_theta",
     "one_coin_theta",
