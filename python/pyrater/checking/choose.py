@@ -124,8 +124,9 @@ def _mode_priors(model: Model, K: int, J: int) -> tuple[Model, str | None]:
     return lifted, f"hyperparameters below 1 raised to 1 for the posterior mode: {what}"
 
 
-def _agree_mv(fit: Fit, counts: np.ndarray) -> float:
+def _agree_mv(fit: Fit) -> float:
     """Share of rated items whose most probable class is one of their majority-vote classes (ties count)."""
+    counts = category_counts(fit.data)  # the fit's own units (a family may expand grouped data to items)
     rated = counts.sum(axis=1) > 0
     if not rated.any():
         return float("nan")
@@ -182,7 +183,7 @@ def choose_model(
                 if not f.has_draws:  # scored here so the progress setting holds; compare uses the result
                     kfold(f, DEFAULT_FOLDS, seed=seed, progress=progress)
             table = compare(fits, seed=seed, baseline=baseline)
-        table = _with_agreement(table, fits, category_counts(data))
+        table = _with_agreement(table, fits)
         reason = _reason(table, method)
     chosen = _pick(table)
     choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped)
@@ -198,8 +199,8 @@ def choose_model(
     return best, choice
 
 
-def _with_agreement(table: pd.DataFrame, fits: dict[str, Fit], counts: np.ndarray) -> pd.DataFrame:
-    agree = [1.0 if name == BASELINE_NAME else _agree_mv(fits[name], counts) for name in table.index]
+def _with_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
+    agree = [1.0 if name == BASELINE_NAME else _agree_mv(fits[name]) for name in table.index]
     return table.assign(agree_mv=agree)
 
 
