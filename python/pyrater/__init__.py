@@ -49,6 +49,7 @@ _PUBLIC: dict[str, str] = {
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
     "OneCoinDawidSkene": "pyrater.models",
+    "MACE": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -56,6 +57,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
     "simulate_one_coin": "pyrater.models",
+    "simulate_mace": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -115,6 +117,7 @@ __all__ = [
     "FitSummary",
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
+    "MACE",
     "ModelAgreement",
     "OneCoinDawidSkene",
     "PPCResult",
@@ -155,6 +158,7 @@ __all__ = [
     "simulate_dawid_skene",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_mace",
     "simulate_one_coin",
     "waic",
 ]
@@ -229,6 +233,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
+        MACE,
         OneCoinDawidSkene,
         Simulation,
         get_model,
@@ -237,5 +242,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,
+        simulate_mace,
         simulate_one_coin,
     )

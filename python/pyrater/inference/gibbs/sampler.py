@@ -262,7 +262,7 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
+    Kp = prior.p_columns(K)  # per-rater parameters kept (class-conditional K, one-coin 1, MACE K + 1)
     per_draw = K + Jt * K * K + J * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
@@ -402,12 +402,11 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    p_out = prior.reported_p(p_d) if Kp else None
-    if p_out is not None:
-        out["p"] = p_out
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE)
+        out.update(prior.reported(p_d))
     if keep_ll:
         out["log_lik"] = ll_d
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if Kp else None)
     fit = GibbsFit(
         data=data,
         model=model_obj,
