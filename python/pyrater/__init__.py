@@ -229,11 +229,11 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .inference.em.algorithm import em
     from .inference.em.convergence import EMConvergenceWarning
     from .models import (
+        MACE,
         ClassConditionalDawidSkene,
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
-        MACE,
         OneCoinDawidSkene,
         Simulation,
         get_model,

@@ -56,13 +56,18 @@ class ConjugatePrior:
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
-        """Columns of the per-rater parameters ``p`` the kernel keeps: K (class-conditional), 1 (one-coin),
-        K + 1 (MACE: competence, then xi), 0."""
+        """Columns of the per-rater parameters ``p`` the kernel keeps (class-conditional K, one-coin 1, MACE K + 1).
+
+        MACE keeps the competence in column 0 and xi after it; the other kinds keep none (0).
+        """
         return {"class_conditional": K, "one_coin": 1, "mace": K + 1}.get(self.kind, 0)
 
     def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
-        """The kernel's per-rater draws (..., J, columns) as a fit reports them: ``p`` (..., J, K)
-        (class-conditional) or (..., J) (one-coin); MACE ``competence`` (..., J) and ``xi`` (..., J, K)."""
+        """The kernel's per-rater draws (..., J, columns) by the names and shapes a fit reports.
+
+        ``p`` (..., J, K) (class-conditional) or (..., J) (one-coin); MACE
+        ``competence`` (..., J) and ``xi`` (..., J, K).
+        """
         if self.kind == "mace":
             return {"competence": p[..., 0], "xi": p[..., 1:]}
         return {"p": p[..., 0] if self.kind == "one_coin" else p}
