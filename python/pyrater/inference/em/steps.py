@@ -171,8 +171,8 @@ class MapPrior:
         elif self.kind == "mace":  # competence[j] ~ Beta(beta1, beta2), xi[j] ~ Dirichlet(gamma)
             assert self.beta1 is not None and self.beta2 is not None and self.gamma is not None
             c, xi = mace_parameters(theta, self.gamma)
-            b1, b2 = float(self.beta1), float(self.beta2)
-            lp += float(np.sum(gammaln(b1 + b2) - gammaln(b1) - gammaln(b2) + xlogy(b1 - 1, c) + xlog1py(b2 - 1, -c)))
+            c1, c2 = float(self.beta1), float(self.beta2)
+            lp += float(np.sum(gammaln(c1 + c2) - gammaln(c1) - gammaln(c2) + xlogy(c1 - 1, c) + xlog1py(c2 - 1, -c)))
             lp += _log_dirichlet(xi, self.gamma[None, :])
         else:
             assert self.beta1 is not None and self.beta2 is not None  # set for the accuracy kinds
