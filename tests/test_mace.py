@@ -197,6 +197,20 @@ def test_m_step_maximises_the_expected_complete_data_objective(with_prior):
             assert ours >= -res.fun - 1e-7, (j, ours, -res.fun)
 
 
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_m_step_compiled_and_numpy_loops_agree(with_prior):
+    rng = np.random.default_rng(2)
+    N = rng.gamma(2.0, 3.0, size=(40, K, K)) + 10 * np.eye(K)
+    N[5] = 0.0  # a rater without ratings
+    prior = MapPrior("mace", np.ones(K), beta1=np.array(2.0), beta2=np.array(1.5), gamma=np.full(K, 4.0))
+    start = (rng.uniform(0.1, 0.9, 40), rng.dirichlet(np.ones(K), 40))
+    for st in (None, start):
+        a = mace_m_step(N, prior if with_prior else None, st)
+        b = mace_m_step(N, prior if with_prior else None, st, use_numba=False)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+
+
 def test_a_rater_without_ratings_gets_uniform_matrices():
     N = np.zeros((2, K, K))
     N[0] = np.eye(K) * 5 + 1

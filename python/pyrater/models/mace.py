@@ -195,13 +195,12 @@ def mace_parameters(theta: np.ndarray, gamma: np.ndarray | None = None) -> tuple
     theta = np.asarray(theta, dtype=float)
     K = theta.shape[-1]
     idx = np.arange(K)
-    diag = theta[..., idx, idx]  # (..., J, K)
-    off_mask = ~np.eye(K, dtype=bool)
-    # column means of the off-diagonal entries: (1 - c) xi_l
-    col_off = np.where(off_mask, theta, 0.0).sum(axis=-2) / (K - 1)  # (..., J, K)
-    c = np.clip((diag - col_off).mean(axis=-1), 0.0, 1.0)
+    diag = theta[..., idx, idx]  # (..., J, K): c + (1 - c) xi_l
+    # column sums are c + K (1 - c) xi_l, so the mean off-diagonal entry of column l is (1 - c) xi_l
+    col_off = (np.einsum("...kl->...l", theta) - diag) / (K - 1)
+    c = np.clip(np.einsum("...l->...", diag - col_off) / K, 0.0, 1.0)
     spam = np.clip(col_off, 0.0, None)
-    tot = spam.sum(axis=-1, keepdims=True)
+    tot = np.einsum("...l->...", spam)[..., None]
     if gamma is not None and np.all(np.asarray(gamma) >= 1) and np.sum(np.asarray(gamma) - 1) > 0:
         g = np.asarray(gamma, dtype=float) - 1.0
         fallback = g / g.sum()

@@ -356,6 +356,7 @@ def mace_m_step(
     start: tuple[np.ndarray, np.ndarray] | None = None,
     max_inner: int = MACE_INNER_MAX,
     tol: float = MACE_INNER_TOL,
+    use_numba: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """MACE's M-step from the Dawid-Skene expected counts: an inner EM over the spam indicators.
 
@@ -384,6 +385,11 @@ def mace_m_step(
         MAP hyperparameters (``beta1``, ``beta2``, ``gamma``); None for ML.
     start : (competence (J,), xi (J, K)), optional
         Where the inner EM starts (the current parameters); default 0.5 and uniform.
+    max_inner, tol : int, float
+        Inner steps at most, and the parameter change at which a rater stops.
+    use_numba : bool
+        The compiled loop (:func:`pyrater.inference.em.kernel.mace_inner`) when numba
+        imports; otherwise, or with False, the same steps in NumPy.
 
     Returns
     -------
@@ -408,25 +414,53 @@ def mace_m_step(
     else:
         c, xi = np.array(start[0], dtype=float), np.array(start[1], dtype=float)
     c_den = tot + (a1 + a2)
-    uniform = np.full((J, K), 1.0 / K)
-    for _ in range(max(1, max_inner)):
-        spam_diag = (1.0 - c)[:, None] * xi
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(spam_diag > 0, spam_diag / (c[:, None] + spam_diag), 0.0)
-        s = r * d
-        competent = (d - s).sum(axis=1)
-        spam = o + s + g
-        with np.errstate(divide="ignore", invalid="ignore"):
-            c_new = np.where(c_den > 0, (competent + a1) / c_den, 0.0)
-            s_tot = spam.sum(axis=1, keepdims=True)
-            xi_new = np.where(s_tot > 0, spam / s_tot, uniform)
-        change = max(float(np.max(np.abs(c_new - c))), float(np.max(np.abs(xi_new - xi))))
-        c, xi = c_new, xi_new
-        if change <= tol:
-            break
+    c_den[c_den <= 0] = np.inf  # no ratings and a flat prior: competence 0 (then fixed below)
+    kernel = load_fused() if use_numba else None
+    if kernel is not None:  # one compiled loop per rater
+        from ...models._fused import run  # numba imports (load_fused said so)
+
+        o_g = np.ascontiguousarray(o + g)
+        run(kernel.mace_inner, np.ascontiguousarray(d), o_g, c_den, float(a1), c, xi, int(max_inner), float(tol))
+    else:
+        _mace_inner_numpy(d, o + g, c_den, a1, c, xi, max_inner, tol)
     c[empty] = 0.0
     xi[empty] = 1.0 / K
     return c, xi, empty
+
+
+def _mace_inner_numpy(
+    d: np.ndarray,
+    o_g: np.ndarray,
+    c_den: np.ndarray,
+    a1: float,
+    c: np.ndarray,
+    xi: np.ndarray,
+    max_inner: int,
+    tol: float,
+) -> None:
+    """The inner EM of :func:`mace_m_step` in NumPy (``c``, ``xi`` updated in place), vectorised over raters.
+
+    The raters still moving stay in the loop: a converged rater's parameters stop changing,
+    exactly as in the compiled loop :func:`pyrater.inference.em.kernel.mace_inner`.
+    """
+    K = d.shape[1]
+    active = np.arange(d.shape[0])
+    d_a, o_a, den_a = d, o_g, c_den
+    for _ in range(max(1, max_inner)):
+        c_a, xi_a = c[active], xi[active]
+        sd = (1.0 - c_a)[:, None] * xi_a  # (1 - c) xi_l: the spam share of a rating l
+        den = c_a[:, None] + sd
+        s = d_a * np.divide(sd, den, out=np.zeros_like(sd), where=den > 0)  # expected spam among the diagonal
+        spam = o_a + s
+        c_new = (np.einsum("jl->j", d_a - s) + a1) / den_a
+        s_tot = np.einsum("jl->j", spam)[:, None]
+        xi_new = np.divide(spam, s_tot, out=np.full_like(spam, 1.0 / K), where=s_tot > 0)
+        moved = np.maximum(np.abs(c_new - c_a), np.max(np.abs(xi_new - xi_a), axis=1)) > tol
+        c[active], xi[active] = c_new, xi_new
+        if not moved.any():
+            break
+        if not moved.all():
+            active, d_a, o_a, den_a = active[moved], d_a[moved], o_a[moved], den_a[moved]
 
 
 def m_step(
