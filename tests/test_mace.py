@@ -428,7 +428,10 @@ def test_fit_api_gibbs_and_compare_with_dawid_skene(small, tmp_path):
 
 
 @pytest.mark.stan
-@pytest.mark.parametrize("method", ["mcmc", "optimize", "pathfinder"])
+@pytest.mark.parametrize(
+    "method",
+    [pytest.param("mcmc", marks=pytest.mark.slow), "optimize", "pathfinder"],  # mcmc: up to 50 s here
+)
 def test_fit_api_stan_methods(small, tmp_path, method, stan_engine):
     if method == "pathfinder" and stan_engine.name != "cmdstanpy":
         pytest.skip("Pathfinder runs in CmdStan only (the pystan engine refuses it)")
