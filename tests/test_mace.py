@@ -244,7 +244,6 @@ def test_em_estimate_is_the_fixed_point_and_the_objective_never_decreases(method
         assert fit.log_posterior == pytest.approx(fit.log_lik + lp, rel=1e-10)
 
 
-@pytest.mark.slow  # about 30 s here
 @pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")  # short chains
 def test_em_and_gibbs_recover_simulated_truth_over_replicates():
     """Over three replicates the truth of every competence lies within the fits' error bounds.
@@ -276,7 +275,6 @@ def test_em_and_gibbs_recover_simulated_truth_over_replicates():
     assert right["mace"] > right["vote"], right
 
 
-@pytest.mark.slow  # about 25 s here
 @pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")  # Rhat ~1.03 of 1,500 draws: within the MCSE used
 def test_grouped_and_long_data_give_the_same_em_fit_and_gibbs_posterior():
     grouped = RatingData.from_grouped(pd.read_csv(shared_file("caries.csv")), tally="n")
