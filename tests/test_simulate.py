@@ -24,6 +24,7 @@ from pyrater.models import (
     simulate_dawid_skene,
     simulate_hierarchical,
     simulate_homogeneous,
+    simulate_mace,
     simulate_one_coin,
 )
 
@@ -36,6 +37,7 @@ ALL = {
     "class_conditional": simulate_class_conditional,
     "hierarchical": simulate_hierarchical,
     "one_coin": simulate_one_coin,
+    "mace": simulate_mace,
 }
 
 

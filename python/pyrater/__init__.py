@@ -50,6 +50,7 @@ _PUBLIC: dict[str, str] = {
     "HomogeneousDawidSkene": "pyrater.models",
     "ItemDifficulty": "pyrater.models",
     "OneCoinDawidSkene": "pyrater.models",
+    "MACE": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -58,6 +59,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_homogeneous": "pyrater.models",
     "simulate_item_difficulty": "pyrater.models",
     "simulate_one_coin": "pyrater.models",
+    "simulate_mace": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -118,6 +120,7 @@ __all__ = [
     "HierarchicalDawidSkene",
     "HomogeneousDawidSkene",
     "ItemDifficulty",
+    "MACE",
     "ModelAgreement",
     "OneCoinDawidSkene",
     "PPCResult",
@@ -159,6 +162,7 @@ __all__ = [
     "simulate_hierarchical",
     "simulate_homogeneous",
     "simulate_item_difficulty",
+    "simulate_mace",
     "simulate_one_coin",
     "waic",
 ]
@@ -229,6 +233,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .inference.em.algorithm import em
     from .inference.em.convergence import EMConvergenceWarning
     from .models import (
+        MACE,
         ClassConditionalDawidSkene,
         DawidSkene,
         HierarchicalDawidSkene,
@@ -243,5 +248,6 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_hierarchical,
         simulate_homogeneous,
         simulate_item_difficulty,
+        simulate_mace,
         simulate_one_coin,
     )

@@ -92,7 +92,7 @@ def fit(
         (``method="em"`` or ``"gibbs"``; see :class:`pyrater.DistributedRatingData`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
-        ``"homogeneous"``, ``"one_coin"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
+        ``"homogeneous"``, ``"one_coin"``, ``"mace"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
         priors.  Each family lists the methods that fit it
         (``pyrater.get_model(name).methods``).  ``"auto"``: let the data
         choose: every family ``method`` fits (or the ``candidates``) is
@@ -107,7 +107,7 @@ def fit(
         ``"em"``, ``"gibbs"``, ``"mcmc"`` or ``"optimize"``).
         ``"mcmc"``: NUTS in Stan; ``"gibbs"``: the blocked Gibbs sampler in
         numba (Dawid-Skene,
-        class-conditional, one-coin and homogeneous models, same priors as Stan, one
+        class-conditional, one-coin, MACE and homogeneous models, same priors as Stan, one
         pass over the counts per draw: for large data); ``"optimize"``:
         posterior mode in Stan (L-BFGS from ``n_inits`` starts, best kept);
         ``"em"``: posterior mode by EM with the model's priors (see

@@ -42,6 +42,8 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "mu": ("category", "rating"),
     "sigma": ("category", "rating"),
     "gamma_raw": ("rater", "category", "rating"),
+    "competence": ("rater",),
+    "xi": ("rater", "rating"),
     "log_lik": ("item",),
 }
 

@@ -2,7 +2,7 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.hierarchical`,
+:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.hierarchical`,
 :mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
@@ -29,6 +29,7 @@ from .class_conditional import ClassConditionalDawidSkene, class_conditional_the
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
 from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
+from .mace import MACE, mace_parameters, mace_theta, simulate_mace
 
 # isort: on
 from .registry import get_model, model_names
@@ -44,6 +45,7 @@ __all__ = [
     "HomogeneousDawidSkene",
     "ItemDifficulty",
     "OneCoinDawidSkene",
+    "MACE",
     "Model",
     "ModelFamily",
     "get_model",
@@ -61,6 +63,9 @@ __all__ = [
     "simulate_homogeneous",
     "simulate_item_difficulty",
     "simulate_one_coin",
+    "simulate_mace",
     "class_conditional_theta",
     "one_coin_theta",
+    "mace_theta",
+    "mace_parameters",
 ]

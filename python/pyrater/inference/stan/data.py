@@ -1,7 +1,7 @@
 """Data and initial values for pyrater's Stan programs.
 
 Every program in ``stan/`` (``dawid_skene``, ``hierarchical``,
-``class_conditional``, ``homogeneous``, ``one_coin``) reads the same data layout, built
+``class_conditional``, ``homogeneous``, ``one_coin``, ``mace``) reads the same data layout, built
 here from a :class:`~pyrater.data.RatingData`:
 
 =================  ==========================  =========================================
@@ -20,7 +20,8 @@ name               type                        meaning
 ``beta``           float (J, K, K) or (K, K)   Dirichlet prior on error-matrix rows
                                                (Dawid-Skene; homogeneous)
 ``beta1, beta2``   float array (K,) or float   Beta prior on accuracies (class-conditional
-                                               (K,); one-coin, scalars)
+                                               (K,); one-coin, scalars); on competences (MACE)
+``gamma``          float array (K,)            Dirichlet prior on spamming distributions (MACE)
 (item_difficulty)  see its program             variant switches and priors
 ``write_log_lik``  int 0/1                     write the per-unit ``log_lik``
 =================  ==========================  =========================================
@@ -187,7 +188,8 @@ def stan_inits(
     list of dict
         Keys are the Stan program's parameters: ``pi`` and ``theta``
         (Dawid-Skene ``(J, K, K)``, homogeneous ``(K, K)``); ``pi`` and
-        ``p`` ``(J, K)`` (class-conditional) or ``(J,)`` (one-coin); ``pi``, ``mu`` ``(K, K)``,
+        ``p`` ``(J, K)`` (class-conditional) or ``(J,)`` (one-coin); ``pi``, ``competence``
+        ``(J,)`` and ``xi`` ``(J, K)`` (MACE); ``pi``, ``mu`` ``(K, K)``,
         ``sigma`` ``(K, K)`` and ``gamma_raw`` ``(J, K, K)`` (hierarchical);
         rater, scale and item parameters (item_difficulty).
     """

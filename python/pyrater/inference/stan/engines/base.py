@@ -450,7 +450,7 @@ class Engine(abc.ABC):
 
         Parameters
         ----------
-        model_name : {"dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin"}
+        model_name : {"dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin", "mace"}
         data : dict
             From :func:`pyrater.inference.stan.data.stan_data`.
         chains, warmup, draws : int
