@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -585,3 +586,27 @@ def test_mace_model_with_prior_flags_and_file(tmp_path):
         "fit", str(path), "--model", "mace", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
     )
     assert res.returncode == 2 and "gamma must have shape" in res.stderr
+
+
+def test_fit_model_auto_writes_the_comparison(tmp_path):
+    sim = pyrater.simulate("one_coin", 120, 5, n_categories=2, raters_per_item=3, seed=4)
+    path = tmp_path / "ratings.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    out = tmp_path / "out"
+    res = run("fit", str(path), "--model", "auto", "--out", str(out), "--seed", "1", "--quiet")
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(out / "comparison.csv", index_col=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = pyrater.fit(sim.data, "auto", seed=1, progress=False)
+    assert "majority vote" in table.index and set(ref.model_choice.table.index) == set(table.index)
+    np.testing.assert_allclose(table.loc[ref.model_choice.table.index, "elpd_loo"], ref.model_choice.table["elpd_loo"])
+    assert ref.model_choice.reason in res.stderr
+    assert ref.model_choice.reason in (out / "summary.txt").read_text()
+    for bad, message in (
+        (("--method", "pathfinder"), "--model auto fits its candidates by --method"),
+        (("--alpha", "2"), "default priors"),
+        (("--restarts", "2"), "--restarts is not used by --model auto"),
+    ):
+        res = run("fit", str(path), "--model", "auto", "--out", str(tmp_path / "o2"), *bad)
+        assert res.returncode != 0 and message in res.stderr, res.stderr

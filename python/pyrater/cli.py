@@ -254,6 +254,9 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     _class_table(fit).to_csv(written[1])
     rater_table.to_csv(written[2])
     written[3].write_text(summary.to_string(full=True) + "\n")
+    if fit.model_choice is not None:  # --model auto: the comparison that chose the model
+        fit.model_choice.table.to_csv(out / "comparison.csv", index_label="model")
+        written.append(out / "comparison.csv")
     figures = {
         "raters.png": plots.plot_raters(fit),
         "class_probabilities.png": plots.plot_class_probabilities(fit),
@@ -355,7 +358,11 @@ def _read_known(path_text: str | None) -> pd.Series | None:
 
 
 def _method(args: argparse.Namespace) -> str:
-    return "em-ml" if getattr(args, "ml", False) else args.method
+    if getattr(args, "ml", False):
+        return "em-ml"
+    if args.method is not None:
+        return args.method
+    return "em" if getattr(args, "model", None) == "auto" else args.default_method
 
 
 def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = None):
@@ -364,6 +371,8 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
     from .inference.em.algorithm import em
 
     method = _method(args)
+    if args.model == "auto":
+        return _fit_auto(data, args, method, known)
     model = _resolve_model(args, data.n_categories)
     if method in ("em", "em-ml"):
         if method == "em":
@@ -395,6 +404,31 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
     if method == "gibbs":
         kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
     return fit(data, model, method=cast(Method, method), **kwargs)  # not em / em-ml here: one of METHODS
+
+
+def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd.Series | None):
+    """``--model auto``: :func:`pyrater.fit` with ``model="auto"`` (each family with its default priors)."""
+    from .checking.choose import AUTO_METHODS
+    from .fitting import fit
+
+    if method not in AUTO_METHODS:
+        raise CLIError(f"--model auto fits its candidates by --method {' or '.join(AUTO_METHODS)}; got {method}")
+    if any(getattr(args, name, None) is not None for name in ("priors", "alpha", "beta_diag", "beta_off")):
+        raise CLIError("--model auto fits each family with its default priors: drop --priors/--alpha/--beta-*")
+    kwargs: dict[str, Any] = {"seed": args.seed, "known": known, **_memory_options(args, method)}
+    if method in ("mcmc", "optimize"):
+        kwargs["engine"] = args.engine
+    if method in ("mcmc", "gibbs"):
+        kwargs.update(chains=args.chains, draws=args.draws, warmup=args.draws if args.warmup is None else args.warmup)
+    if method == "gibbs":
+        kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
+    if args.restarts is not None:
+        if method != "optimize":
+            raise CLIError(f"--restarts is not used by --model auto with --method {method}")
+        kwargs["n_inits"] = args.restarts + 1
+    result = fit(data, "auto", method=cast(Method, method), progress=not args.quiet, **kwargs)
+    print(result.model_choice.reason, file=sys.stderr)
+    return result
 
 
 def _check_gibbs_options(args: argparse.Namespace) -> None:
@@ -641,16 +675,23 @@ def _add_sampler_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
-    p.add_argument("--model", choices=MODEL_NAMES, default="dawid_skene", help="model (default dawid_skene)")
+    p.add_argument(
+        "--model",
+        choices=(*MODEL_NAMES, "auto"),
+        default="dawid_skene",
+        help="model (default dawid_skene); auto: fit every family the method fits, compare them (K-fold for em "
+        "and optimize, PSIS-LOO for the samplers) beside majority vote, keep the best (comparison.csv)",
+    )
     p.add_argument(
         "--method",
         choices=CLI_METHODS,
-        default=default_method,
+        default=None,
         help=f"mcmc: NUTS in Stan; optimize: posterior mode in Stan; em: posterior mode by EM; em-ml: "
         f"maximum likelihood by EM; gibbs: blocked Gibbs sampler in numba (not hierarchical), for "
         f"large data; pathfinder: Stan's Pathfinder approximation (cmdstanpy engine) "
-        f"(default {default_method})",
+        f"(default {default_method}; em with --model auto)",
     )
+    p.set_defaults(default_method=default_method)
     p.add_argument(
         "--ml", action="store_true", help="maximum likelihood by EM (the same as --method em-ml; overrides --method)"
     )

@@ -136,8 +136,10 @@ def fit(
     candidates : list of str or model objects, optional
         ``model="auto"`` only: the families to choose among (default: every
         registered family that ``method`` fits).  For the posterior-mode
-        methods a candidate's hyperparameters below 1 are raised to 1, so
-        that its mode exists (said in ``fit.model_choice.skipped``).
+        methods a candidate with a Dirichlet or Beta pseudo-count below 1
+        (Dawid-Skene's default for K >= 5), whose mode does not exist, is
+        fitted at its mode on the log-odds scale: every pseudo-count + 1
+        (said in ``fit.model_choice.skipped``).
     known : dict or Series, optional
         ``{item label: true category label}`` for items whose class is
         known; the fit conditions on them.  Every method.
