@@ -58,6 +58,9 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
         out["p"] = rng.uniform(0.2, 0.95, size=(J, K))
     elif model_name == "one_coin":
         out["p"] = rng.uniform(0.2, 0.95, size=J)
+    elif model_name == "ordinal":
+        out["shift"] = rng.normal(0.0, 1.0, size=J)
+        out["log_scale"] = rng.normal(-1.0, 1.0, size=J)
     else:
         out["mu"] = rng.normal(size=(K, K))
         out["sigma"] = rng.uniform(0.1, 2.0, size=(K, K))
@@ -83,6 +86,14 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
         for j in range(J):
             theta[j] = np.where(np.eye(K, dtype=bool), p[j], (1 - p[j]) / (K - 1))
         return np.log(theta)
+    if model_name == "ordinal":  # written out here with scipy's logistic CDF, not with pyrater's ordinal_theta
+        cdf = np.empty((J, K, K + 1))
+        for j in range(J):
+            for k in range(K):
+                cuts = (np.arange(K + 1) - 0.5 - k - params["shift"][j]) / np.exp(params["log_scale"][j])
+                cdf[j, k] = stats.logistic.cdf(cuts)
+                cdf[j, k, 0], cdf[j, k, K] = 0.0, 1.0
+        return np.log(np.diff(cdf, axis=-1))
     gamma = params["mu"][None] + params["sigma"][None] * params["gamma_raw"]
     return log_softmax(gamma, axis=-1)
 
@@ -99,6 +110,9 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
         lp += stats.beta.logpdf(params["p"], d["beta1"][None, :], d["beta2"][None, :]).sum()
     elif model_name == "one_coin":
         lp += stats.beta.logpdf(params["p"], float(d["beta1"]), float(d["beta2"])).sum()
+    elif model_name == "ordinal":
+        lp += stats.norm.logpdf(params["shift"], 0.0, d["shift_sd"]).sum()
+        lp += stats.norm.logpdf(params["log_scale"], d["log_scale_mean"], d["log_scale_sd"]).sum()
     else:
         K = d["K"]
         lp += stats.norm.logpdf(params["mu"], loc=2 * np.eye(K), scale=1).sum()
@@ -152,6 +166,10 @@ def _lt_matrix(lt: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("model_name", MODELS)
 def test_grouped_equals_long_caries(engine, model_name):
     df = pd.read_csv(shared_file("caries.csv"))
+    if model_name == "ordinal":  # K >= 3: the caries patterns with three ordered grades (2 -> 1 or 2 by rater)
+        df = df.copy()
+        for c in df.columns[:-1:2]:
+            df[c] = df[c] + (df[c] == 2) * (df.index % 2)
     grouped = RatingData.from_grouped(df, tally="n")
     long = RatingData.from_long(grouped.to_long(), categories=list(grouped.categories))
     assert grouped.n_units < long.n_units
@@ -211,6 +229,15 @@ def test_stan_data_layout():
     oc = stan_data(data, "one_coin")
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
     assert "beta" not in stan_data(data, "hierarchical")
+
+
+def test_stan_data_ordinal():
+    sim = __import__("pyrater").simulate("ordinal", 10, 3, n_categories=4, seed=0)
+    d = stan_data(sim.data, get_model("ordinal"))
+    assert (d["shift_sd"], d["log_scale_mean"], d["log_scale_sd"]) == (1.0, -1.0, 1.0)
+    with pytest.raises(ValueError, match="K >= 3"):
+        df = pd.DataFrame({"item": [1, 2], "rater": ["a", "b"], "rating": [0, 1]})
+        stan_data(RatingData.from_long(df), "ordinal")
 
 
 def test_stan_data_errors():
