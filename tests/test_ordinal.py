@@ -33,8 +33,14 @@ def scipy_theta(shift: np.ndarray, scale: np.ndarray, K: int) -> np.ndarray:
     J = len(shift)
     theta = np.empty((J, K, K))
     for j, k in itertools.product(range(J), range(K)):
-        cdf = stats.logistic.cdf((np.arange(1, K) - 0.5 - k - shift[j]) / scale[j])
-        theta[j, k] = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+        cuts = np.concatenate([[-np.inf], (np.arange(1, K) - 0.5 - k - shift[j]) / scale[j], [np.inf]])
+        lo, hi = cuts[:-1], cuts[1:]
+        # F(hi) - F(lo) in the lower half, S(lo) - S(hi) in the upper (no cancellation near 1)
+        theta[j, k] = np.where(
+            lo + hi < 0,
+            stats.logistic.cdf(hi) - stats.logistic.cdf(lo),
+            stats.logistic.sf(lo) - stats.logistic.sf(hi),
+        )
     return theta
 
 
@@ -52,7 +58,7 @@ def scipy_objective(b: float, log_s: float, N: np.ndarray, prior: dict | None) -
 # ------------------------------------------------------------------ structure
 def test_theta_is_a_difference_of_logistic_cdfs_and_near_misses_are_likelier():
     theta = ordinal_theta(SHIFT, SCALE, K)
-    np.testing.assert_allclose(theta, scipy_theta(SHIFT, SCALE, K), rtol=1e-9, atol=1e-300)  # scipy: 1 - cdf
+    np.testing.assert_allclose(theta, scipy_theta(SHIFT, SCALE, K), rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(theta.sum(-1), 1)
     # unbiased rater: for each class, the probability falls with the distance of the rating
     t0 = theta[0]

@@ -87,13 +87,19 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
             theta[j] = np.where(np.eye(K, dtype=bool), p[j], (1 - p[j]) / (K - 1))
         return np.log(theta)
     if model_name == "ordinal":  # written out here with scipy's logistic CDF, not with pyrater's ordinal_theta
-        cdf = np.empty((J, K, K + 1))
+        theta = np.empty((J, K, K))
         for j in range(J):
             for k in range(K):
                 cuts = (np.arange(K + 1) - 0.5 - k - params["shift"][j]) / np.exp(params["log_scale"][j])
-                cdf[j, k] = stats.logistic.cdf(cuts)
-                cdf[j, k, 0], cdf[j, k, K] = 0.0, 1.0
-        return np.log(np.diff(cdf, axis=-1))
+                cuts[0], cuts[K] = -np.inf, np.inf
+                lo, hi = cuts[:-1], cuts[1:]
+                # F(hi) - F(lo) in the lower half, S(lo) - S(hi) in the upper (no cancellation near 1)
+                theta[j, k] = np.where(
+                    lo + hi < 0,
+                    stats.logistic.cdf(hi) - stats.logistic.cdf(lo),
+                    stats.logistic.sf(lo) - stats.logistic.sf(hi),
+                )
+        return np.log(theta)
     gamma = params["mu"][None] + params["sigma"][None] * params["gamma_raw"]
     return log_softmax(gamma, axis=-1)
 
