@@ -24,6 +24,7 @@ from pyrater.models import (
     simulate_dawid_skene,
     simulate_hierarchical,
     simulate_homogeneous,
+    simulate_mace,
     simulate_one_coin,
     simulate_ordinal,
 )
@@ -38,6 +39,7 @@ ALL = {
     "hierarchical": simulate_hierarchical,
     "one_coin": simulate_one_coin,
     "ordinal": simulate_ordinal,
+    "mace": simulate_mace,
 }
 
 

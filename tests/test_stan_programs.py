@@ -17,12 +17,12 @@ from scipy.special import log_softmax
 
 from conftest import shared_file
 from pyrater import RatingData, get_model
-from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.data import ERROR_MATRIX_MODEL_NAMES, stan_data, stan_inits
 from pyrater.models.kernels import class_log_posterior
 
 pytestmark = pytest.mark.stan
 
-MODELS = list(STAN_MODEL_NAMES)
+MODELS = list(ERROR_MATRIX_MODEL_NAMES)  # item_difficulty: tests/test_item_difficulty_stan.py
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,9 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
     elif model_name == "ordinal":
         out["shift"] = rng.normal(0.0, 1.0, size=J)
         out["log_scale"] = rng.normal(-1.0, 1.0, size=J)
+    elif model_name == "mace":
+        out["competence"] = rng.uniform(0.05, 0.95, size=J)
+        out["xi"] = rng.dirichlet(np.full(K, 2.0), size=J)
     else:
         out["mu"] = rng.normal(size=(K, K))
         out["sigma"] = rng.uniform(0.1, 2.0, size=(K, K))
@@ -100,6 +103,14 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
                     stats.logistic.sf(lo) - stats.logistic.sf(hi),
                 )
         return np.log(theta)
+    if model_name == "mace":  # written out here, not with pyrater's mace_theta
+        c, xi = params["competence"], params["xi"]
+        theta = np.empty((J, K, K))
+        for j in range(J):
+            for k in range(K):
+                for l in range(K):
+                    theta[j, k, l] = (1 - c[j]) * xi[j, l] + (c[j] if k == l else 0.0)
+        return np.log(theta)
     gamma = params["mu"][None] + params["sigma"][None] * params["gamma_raw"]
     return log_softmax(gamma, axis=-1)
 
@@ -119,6 +130,9 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
     elif model_name == "ordinal":
         lp += stats.norm.logpdf(params["shift"], 0.0, d["shift_sd"]).sum()
         lp += stats.norm.logpdf(params["log_scale"], d["log_scale_mean"], d["log_scale_sd"]).sum()
+    elif model_name == "mace":
+        lp += stats.beta.logpdf(params["competence"], float(d["beta1"]), float(d["beta2"])).sum()
+        lp += sum(stats.dirichlet.logpdf(x, d["gamma"]) for x in params["xi"])
     else:
         K = d["K"]
         lp += stats.norm.logpdf(params["mu"], loc=2 * np.eye(K), scale=1).sum()
@@ -234,6 +248,9 @@ def test_stan_data_layout():
     assert cc["beta1"].tolist() == [4.8, 4.8] and cc["beta2"].tolist() == pytest.approx([3.2, 3.2])
     oc = stan_data(data, "one_coin")
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
+    ma = stan_data(data, "mace")
+    assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 1.0 and float(ma["beta2"]) == 1.0
+    assert ma["gamma"].tolist() == [10.0, 10.0] and "beta" not in ma
     assert "beta" not in stan_data(data, "hierarchical")
 
 

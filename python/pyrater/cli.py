@@ -318,7 +318,8 @@ def _resolve_model(args: argparse.Namespace, K: int):
     cls, options = _model(args)
     if "_beta" in options:
         diag, off = options.pop("_beta")
-        if args.model in ("class_conditional", "one_coin"):  # p ~ Beta(beta1, beta2): correct vs wrong
+        # p ~ Beta(beta1, beta2): correct vs wrong; MACE's competence ~ Beta(beta1, beta2): competent vs spam
+        if args.model in ("class_conditional", "one_coin", "mace"):
             if diag is not None:
                 options["beta1"] = diag
             if off is not None:
@@ -695,7 +696,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         type=_positive_float,
         default=None,
         help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
-        "error-matrix row (class_conditional, one_coin: beta1); default 4.8",
+        "error-matrix row (class_conditional, one_coin: beta1; mace: beta1, a competent rating); default 4.8 "
+        "(mace: 1)",
     )
     pri.add_argument(
         "--beta-off",
@@ -703,7 +705,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
         "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional, one_coin: beta2 of "
-        "p ~ Beta(beta1, beta2), default 3.2",
+        "p ~ Beta(beta1, beta2), default 3.2; mace: beta2 (a spam rating) of competence ~ Beta(beta1, beta2), "
+        "default 1",
     )
     pri.add_argument(
         "--priors",
@@ -712,6 +715,7 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         help='JSON object of the model\'s priors, e.g. {"alpha": [3, 3], "beta": [[8, 1], [1, 8]]} '
         "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
         "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd); "
+        "mace: alpha, beta1, beta2 scalars, gamma per rating); "
         "--alpha/--beta-* override it",
     )
     p.add_argument(

@@ -24,6 +24,9 @@ M-step
     * one-coin: ``theta[j, k, k] = p[j]``, off-diagonal ``(1 - p[j]) / (K - 1)``, with
       ``p[j] = (sum_k N[j, k, k] + beta1 - 1) / (sum_{k, l} N[j, k, l] + beta1 + beta2 - 2)``
       (ML: drop the prior terms).
+    * MACE: ``theta[j, k, l] = c[j] [k == l] + (1 - c[j]) xi[j, l]``; ``c`` and ``xi`` from the same
+      counts by an inner EM over which diagonal ratings are spam, started from the current
+      estimate (:func:`pyrater.inference.em.steps.mace_m_step`): a generalised EM step.
 
 ``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
 per distinct rating pattern), so the cost of grouped data scales with the
@@ -168,7 +171,7 @@ def _run(
         else:
             conv.reset_classes()
         if it + 1 < max_iter:
-            pi, theta, empty = m_step(prob, T, kind, prior, wT)
+            pi, theta, empty = m_step(prob, T, kind, prior, wT, theta)
     return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
 
 
@@ -361,7 +364,7 @@ def _run_fused(
                 conv.reset_classes()
             if not last:
                 assert n_k is not None and N_flat is not None  # this pass ran with counts=True
-                pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
+                pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
     return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
@@ -402,14 +405,16 @@ def em(
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
         ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
-        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), or a model object from
+        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), ``"mace"`` (competent
+        copies or spam, :class:`pyrater.MACE`), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
         on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
-        ``p[j]`` for the one-coin model).  MAP requires every
+        ``p[j]`` for the one-coin model; Beta on the competences and Dirichlet
+        on the spamming distributions for MACE).  MAP requires every
         hyperparameter to be >= 1 (otherwise the mode may not exist) and
         raises :class:`ValueError` if not.  With all hyperparameters equal to
         1, MAP equals ML.

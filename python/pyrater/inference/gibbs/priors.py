@@ -4,8 +4,9 @@ The priors are exactly those of the Stan programs (resolved by the model
 object, :meth:`pyrater.models.DawidSkene.priors` and friends):
 ``pi ~ Dirichlet(alpha)``; Dawid-Skene ``theta[j, k] ~ Dirichlet(beta[j, k])``;
 homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
-``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``.  All are conjugate given the true
-classes, which is what the Gibbs sampler uses.
+``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``; MACE
+``competence[j] ~ Beta(beta1, beta2)``, ``xi[j] ~ Dirichlet(gamma)``.  All are conjugate given the true
+classes (MACE given also which ratings are spam), which is what the Gibbs sampler uses.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace"}
     alpha : array (K,)
     beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous) or None
-    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin) or None
+    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin, MACE) or None
     values : dict
         The model's resolved priors (what a fit reports).
     """
@@ -41,6 +42,7 @@ class ConjugatePrior:
     beta1: np.ndarray | None
     beta2: np.ndarray | None
     values: dict
+    gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
 
     @property
     def code(self) -> int:
@@ -50,15 +52,25 @@ class ConjugatePrior:
             "class_conditional": _kern.CLASS_CONDITIONAL,
             "homogeneous": _kern.HOMOGENEOUS,
             "one_coin": _kern.ONE_COIN,
+            "mace": _kern.MACE,
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
-        """Columns of the accuracies ``p`` the kernel keeps per rater: K (class-conditional), 1 (one-coin), 0."""
-        return {"class_conditional": K, "one_coin": 1}.get(self.kind, 0)
+        """Columns of the per-rater parameters ``p`` the kernel keeps (class-conditional K, one-coin 1, MACE K + 1).
 
-    def reported_p(self, p: np.ndarray) -> np.ndarray:
-        """The kernel's accuracy draws (..., J, columns) as a fit reports them: (..., J, K), or (..., J) one-coin."""
-        return p[..., 0] if self.kind == "one_coin" else p
+        MACE keeps the competence in column 0 and xi after it; the other kinds keep none (0).
+        """
+        return {"class_conditional": K, "one_coin": 1, "mace": K + 1}.get(self.kind, 0)
+
+    def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
+        """The kernel's per-rater draws (..., J, columns) by the names and shapes a fit reports.
+
+        ``p`` (..., J, K) (class-conditional) or (..., J) (one-coin); MACE
+        ``competence`` (..., J) and ``xi`` (..., J, K).
+        """
+        if self.kind == "mace":
+            return {"competence": p[..., 0], "xi": p[..., 1:]}
+        return {"p": p[..., 0] if self.kind == "one_coin" else p}
 
     def kernel_arrays(self, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``alpha``, ``beta`` as (J, K, K) or (1, K, K), ``beta1``, ``beta2`` (float64, C-contiguous)."""
@@ -68,6 +80,9 @@ class ConjugatePrior:
             beta = f(self.beta)
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
+        elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
+            assert self.gamma is not None
+            beta = f(np.broadcast_to(self.gamma, (1, 1, K)))
         else:
             beta = empty_beta
         if self.beta1 is None or self.beta2 is None:
@@ -93,9 +108,11 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
         raise ValueError(
             f"method={method!r} needs conditionally conjugate priors; the {model.title} model's priors are not "
             f"conjugate. Fit it with one of its methods {model.methods} (e.g. method='mcmc', NUTS in Stan), or use "
-            "model='dawid_skene', 'class_conditional', 'homogeneous' or 'one_coin'"
+            "model='dawid_skene', 'class_conditional', 'homogeneous', 'one_coin' or 'mace'"
         )
     pri = model.priors(K, J)
+    if kind == "mace":
+        return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri, gamma=pri["gamma"])
     if kind in ("class_conditional", "one_coin"):
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri)
     return ConjugatePrior(kind, pri["alpha"], pri["beta"], None, None, pri)
@@ -122,6 +139,7 @@ def log_prior_density(
     pi : array (..., K)
     theta : array (..., J, K, K), or (..., K, K) for the homogeneous model
     p : array (..., J, K), class-conditional accuracies, or (..., J), one-coin accuracies
+        (or the kernel's (..., J, 1)), or MACE's (..., J, K + 1): competence, then xi
     max_block : int
         Values of theta (or p) per block.
 
@@ -153,6 +171,16 @@ def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -
     if prior.kind in ("dawid_skene", "homogeneous"):
         assert prior.beta is not None  # set for these kinds by conjugate_prior
         return lp + _log_dirichlet_rows(other, prior.beta, 1)
+    if prior.kind == "mace":  # other (n, J, K + 1): competence[j] ~ Beta(beta1, beta2), xi[j] ~ Dirichlet(gamma)
+        assert prior.gamma is not None and prior.beta1 is not None and prior.beta2 is not None
+        J = other.shape[1]
+        c1, c2 = float(prior.beta1), float(prior.beta2)
+        c, xi = other[..., 0], other[..., 1:]
+        lp = lp + J * float(gammaln(c1 + c2) - gammaln(c1) - gammaln(c2))
+        lp = lp + (xlogy(c1 - 1, c) + xlog1py(c2 - 1, -c)).sum(-1)
+        g = prior.gamma
+        lp = lp + J * float(gammaln(g.sum()) - gammaln(g).sum())
+        return lp + xlogy(np.broadcast_to(g - 1, xi.shape), xi).reshape(other.shape[0], -1).sum(-1)
     b1, b2 = prior.beta1, prior.beta2
     assert b1 is not None and b2 is not None  # set for the accuracy kinds by conjugate_prior
     b1, b2 = np.asarray(b1), np.asarray(b2)

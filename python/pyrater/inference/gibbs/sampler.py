@@ -1,7 +1,8 @@
 """Full Bayesian posterior at crowd scale: the blocked Gibbs sampler.
 
 Given the true classes z, the Dawid-Skene, class-conditional, one-coin and
-homogeneous models are conjugate, so the sampler alternates
+homogeneous models are conjugate (MACE given also which ratings are spam, drawn
+first by a binomial split of each diagonal count), so the sampler alternates
 
 * ``z_i | pi, theta, y``: a categorical draw per item from
   ``log pi_k + sum_{j, l} C[i, j*K + l] log theta[j, k, l]`` (grouped data:
@@ -12,6 +13,8 @@ homogeneous models are conjugate, so the sampler alternates
 * ``theta[j, k, :] | z ~ Dirichlet(beta[j, k, :] + rating counts)``
   (class-conditional: ``p[j, k] ~ Beta(beta1_k + right, beta2_k + wrong)``;
   one-coin: ``p[j] ~ Beta(beta1 + right, beta2 + wrong)`` over all classes;
+  MACE: ``competence[j] ~ Beta(beta1 + competent, beta2 + spam)``,
+  ``xi[j] ~ Dirichlet(gamma + spam ratings by label)``;
   homogeneous: counts pooled over raters),
 
 with exactly the priors of the Stan programs.  A sweep costs one pass over
@@ -72,7 +75,8 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional) or ``J*K*K + J`` (one-coin), plus ``8 * chains * (draws // thin) * units`` for
+(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + J*(K + 1)`` (MACE),
+plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
@@ -185,7 +189,7 @@ def gibbs(
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
         ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
-        ``"one_coin"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"one_coin"``, ``"mace"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.
@@ -262,7 +266,7 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
+    Kp = prior.p_columns(K)  # per-rater parameters kept (class-conditional K, one-coin 1, MACE K + 1)
     per_draw = K + Jt * K * K + J * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
@@ -402,12 +406,11 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    p_out = prior.reported_p(p_d) if Kp else None
-    if p_out is not None:
-        out["p"] = p_out
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE)
+        out.update(prior.reported(p_d))
     if keep_ll:
         out["log_lik"] = ll_d
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if Kp else None)
     fit = GibbsFit(
         data=data,
         model=model_obj,
