@@ -249,6 +249,7 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     extra = {
         "class_conditional": {"p": (J, K)},
         "one_coin": {"p": (J,)},
+        "ordinal": {"shift": (J,), "log_scale": (J,)},
         "mace": {"competence": (J,), "xi": (J, K)},
         "hierarchical": {"mu": (K, K), "sigma": (K, K)},
     }
@@ -264,7 +265,9 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     np.testing.assert_allclose(fit.draws["theta"].sum(-1), 1)
     # no label switching and recovery of the simulated accuracies (0.8)
     diag = np.diagonal(fit.draws["theta"].mean(axis=(0, 1)), axis1=-2, axis2=-1)
-    assert np.all(diag > 0.55)
+    # (the ordinal model cannot switch labels, and on these Dawid-Skene data, errors spread evenly, its
+    # middle class shares its errors with two neighbours: accuracy about 0.4 there)
+    assert np.all(diag > 0.55) if model_name != "ordinal" else np.all(diag[:, [0, -1]] > 0.55)
     assert abs(np.mean(diag) - 0.8) < 0.12
     # the draws' log_lik is the kernel's at the same draw
     th = fit.draws["theta"][1, 17]

@@ -26,6 +26,7 @@ from pyrater.models import (
     simulate_homogeneous,
     simulate_mace,
     simulate_one_coin,
+    simulate_ordinal,
 )
 
 # the package exports a function named simulate, which hides the module attribute
@@ -37,6 +38,7 @@ ALL = {
     "class_conditional": simulate_class_conditional,
     "hierarchical": simulate_hierarchical,
     "one_coin": simulate_one_coin,
+    "ordinal": simulate_ordinal,
     "mace": simulate_mace,
 }
 

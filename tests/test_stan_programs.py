@@ -58,6 +58,9 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
         out["p"] = rng.uniform(0.2, 0.95, size=(J, K))
     elif model_name == "one_coin":
         out["p"] = rng.uniform(0.2, 0.95, size=J)
+    elif model_name == "ordinal":
+        out["shift"] = rng.normal(0.0, 1.0, size=J)
+        out["log_scale"] = rng.normal(-1.0, 1.0, size=J)
     elif model_name == "mace":
         out["competence"] = rng.uniform(0.05, 0.95, size=J)
         out["xi"] = rng.dirichlet(np.full(K, 2.0), size=J)
@@ -86,6 +89,20 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
         for j in range(J):
             theta[j] = np.where(np.eye(K, dtype=bool), p[j], (1 - p[j]) / (K - 1))
         return np.log(theta)
+    if model_name == "ordinal":  # written out here with scipy's logistic CDF, not with pyrater's ordinal_theta
+        theta = np.empty((J, K, K))
+        for j in range(J):
+            for k in range(K):
+                cuts = (np.arange(K + 1) - 0.5 - k - params["shift"][j]) / np.exp(params["log_scale"][j])
+                cuts[0], cuts[K] = -np.inf, np.inf
+                lo, hi = cuts[:-1], cuts[1:]
+                # F(hi) - F(lo) in the lower half, S(lo) - S(hi) in the upper (no cancellation near 1)
+                theta[j, k] = np.where(
+                    lo + hi < 0,
+                    stats.logistic.cdf(hi) - stats.logistic.cdf(lo),
+                    stats.logistic.sf(lo) - stats.logistic.sf(hi),
+                )
+        return np.log(theta)
     if model_name == "mace":  # written out here, not with pyrater's mace_theta
         c, xi = params["competence"], params["xi"]
         theta = np.empty((J, K, K))
@@ -110,6 +127,9 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
         lp += stats.beta.logpdf(params["p"], d["beta1"][None, :], d["beta2"][None, :]).sum()
     elif model_name == "one_coin":
         lp += stats.beta.logpdf(params["p"], float(d["beta1"]), float(d["beta2"])).sum()
+    elif model_name == "ordinal":
+        lp += stats.norm.logpdf(params["shift"], 0.0, d["shift_sd"]).sum()
+        lp += stats.norm.logpdf(params["log_scale"], d["log_scale_mean"], d["log_scale_sd"]).sum()
     elif model_name == "mace":
         lp += stats.beta.logpdf(params["competence"], float(d["beta1"]), float(d["beta2"])).sum()
         lp += sum(stats.dirichlet.logpdf(x, d["gamma"]) for x in params["xi"])
@@ -166,6 +186,10 @@ def _lt_matrix(lt: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("model_name", MODELS)
 def test_grouped_equals_long_caries(engine, model_name):
     df = pd.read_csv(shared_file("caries.csv"))
+    if model_name == "ordinal":  # K >= 3: the caries patterns with three ordered grades (2 -> 1 or 2 by rater)
+        df = df.copy()
+        for c in df.columns[:-1:2]:
+            df[c] = df[c] + (df[c] == 2) * (df.index % 2)
     grouped = RatingData.from_grouped(df, tally="n")
     long = RatingData.from_long(grouped.to_long(), categories=list(grouped.categories))
     assert grouped.n_units < long.n_units
@@ -228,6 +252,15 @@ def test_stan_data_layout():
     assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 1.0 and float(ma["beta2"]) == 1.0
     assert ma["gamma"].tolist() == [10.0, 10.0] and "beta" not in ma
     assert "beta" not in stan_data(data, "hierarchical")
+
+
+def test_stan_data_ordinal():
+    sim = __import__("pyrater").simulate("ordinal", 10, 3, n_categories=4, seed=0)
+    d = stan_data(sim.data, get_model("ordinal"))
+    assert (d["shift_sd"], d["log_scale_mean"], d["log_scale_sd"]) == (1.0, -1.0, 1.0)
+    with pytest.raises(ValueError, match="K >= 3"):
+        df = pd.DataFrame({"item": [1, 2], "rater": ["a", "b"], "rating": [0, 1]})
+        stan_data(RatingData.from_long(df), "ordinal")
 
 
 def test_stan_data_errors():

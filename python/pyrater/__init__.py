@@ -50,6 +50,7 @@ _PUBLIC: dict[str, str] = {
     "HomogeneousDawidSkene": "pyrater.models",
     "ItemDifficulty": "pyrater.models",
     "OneCoinDawidSkene": "pyrater.models",
+    "Ordinal": "pyrater.models",
     "MACE": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
@@ -59,6 +60,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_homogeneous": "pyrater.models",
     "simulate_item_difficulty": "pyrater.models",
     "simulate_one_coin": "pyrater.models",
+    "simulate_ordinal": "pyrater.models",
     "simulate_mace": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
@@ -123,6 +125,7 @@ __all__ = [
     "MACE",
     "ModelAgreement",
     "OneCoinDawidSkene",
+    "Ordinal",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -164,6 +167,7 @@ __all__ = [
     "simulate_item_difficulty",
     "simulate_mace",
     "simulate_one_coin",
+    "simulate_ordinal",
     "waic",
 ]
 
@@ -240,6 +244,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         HomogeneousDawidSkene,
         ItemDifficulty,
         OneCoinDawidSkene,
+        Ordinal,
         Simulation,
         get_model,
         simulate,
@@ -250,4 +255,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_item_difficulty,
         simulate_mace,
         simulate_one_coin,
+        simulate_ordinal,
     )

@@ -305,6 +305,11 @@ def _model(args: argparse.Namespace):
     if diag is not None or off is not None:
         if name == "hierarchical":
             raise CLIError("--beta-diag/--beta-off do not apply to the hierarchical model (its priors: --alpha)")
+        if name == "ordinal":
+            raise CLIError(
+                "--beta-diag/--beta-off do not apply to the ordinal model (its priors: --alpha, and shift_sd, "
+                'log_scale_mean, log_scale_sd in a --priors file, e.g. {"shift_sd": 0.5})'
+            )
         options["_beta"] = (diag, off)
     return cls, options
 
@@ -446,7 +451,9 @@ def _check_gibbs_options(args: argparse.Namespace) -> None:
 def _check_mode_priors(model, data: RatingData) -> None:
     """EM's posterior mode needs every hyperparameter >= 1: say how to get there from the command line."""
     priors = model.priors(data.n_categories, data.n_raters)
-    low = {key: float(np.min(value)) for key, value in priors.items() if np.min(value) < 1}
+    # the Dirichlet and Beta pseudo-counts (a Normal prior's mean or sd, e.g. the ordinal model's, may be anything)
+    counts = ("alpha", "beta", "beta1", "beta2")
+    low = {key: float(np.min(value)) for key, value in priors.items() if key in counts and np.min(value) < 1}
     if low:
         names = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
         raise CLIError(
@@ -748,6 +755,7 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help='JSON object of the model\'s priors, e.g. {"alpha": [3, 3], "beta": [[8, 1], [1, 8]]} '
         "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
+        "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd); "
         "mace: alpha, beta1, beta2 scalars, gamma per rating); "
         "--alpha/--beta-* override it",
     )

@@ -42,6 +42,8 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "mu": ("category", "rating"),
     "sigma": ("category", "rating"),
     "gamma_raw": ("rater", "category", "rating"),
+    "shift": ("rater",),
+    "log_scale": ("rater",),
     "competence": ("rater",),
     "xi": ("rater", "rating"),
     "log_lik": ("item",),

@@ -2,8 +2,8 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.hierarchical`,
-:mod:`~pyrater.models.item_difficulty`), each registering its class;
+:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.ordinal`,
+:mod:`~pyrater.models.hierarchical`, :mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
 :mod:`pyrater.data`.
@@ -29,6 +29,7 @@ from .class_conditional import ClassConditionalDawidSkene, class_conditional_the
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
 from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
+from .ordinal import Ordinal, ordinal_parameters, ordinal_theta, simulate_ordinal
 from .mace import MACE, mace_parameters, mace_theta, simulate_mace
 
 # isort: on
@@ -45,6 +46,7 @@ __all__ = [
     "HomogeneousDawidSkene",
     "ItemDifficulty",
     "OneCoinDawidSkene",
+    "Ordinal",
     "MACE",
     "Model",
     "ModelFamily",
@@ -68,4 +70,7 @@ __all__ = [
     "one_coin_theta",
     "mace_theta",
     "mace_parameters",
+    "simulate_ordinal",
+    "ordinal_theta",
+    "ordinal_parameters",
 ]

@@ -155,6 +155,25 @@ class ModelFamily:
         """Stan parameters at a mode found by EM (``pi`` (K,), ``theta`` (J, K, K)), or None."""
         return None
 
+    # ------------------------------------------------- EM hooks of a family without a conjugate M-step
+    # (``conjugate`` None and "em" in ``methods``: :func:`pyrater.em` maximises over a flat vector x
+    # of the family's rater parameters; see :class:`pyrater.models.Ordinal`)
+    def em_start(self, K: int, J: int) -> np.ndarray:
+        """EM's starting parameters x (a flat float array)."""
+        raise NotImplementedError
+
+    def em_m_step(self, x: np.ndarray, N: np.ndarray, priors: dict | None) -> np.ndarray:
+        """New x maximising ``sum N[j, k, l] log theta[j, k, l]`` (+ log prior; None: ML), from ``x``."""
+        raise NotImplementedError
+
+    def em_theta(self, x: np.ndarray, K: int) -> np.ndarray:
+        """Error matrices (J, K, K) of parameters x."""
+        raise NotImplementedError
+
+    def em_log_prior(self, x: np.ndarray, priors: dict) -> float:
+        """Log prior density of x (every constant included)."""
+        raise NotImplementedError
+
     def __str__(self) -> str:
         fields = ", ".join(
             f"{k}={'default' if v is None else np.array2string(np.asarray(v), precision=3)}"

@@ -96,7 +96,7 @@ from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.em import EMFit
 from ...models import Model, get_model
-from ...models.kernels import soft_majority_vote
+from ...models.kernels import class_log_posterior, soft_majority_vote
 from .._numba import aligned_zeros, compile_for
 from .._numba import run as run_kernel
 from .compress import AUTO_COMPRESS_SHARE, compress_rows, may_compress
@@ -111,6 +111,7 @@ from .start import SEARCH_MAX_NNZ, check_init, search, search_starts
 from .steps import (
     FUSED_MAX_K,
     MapPrior,
+    NumericMStep,
     Problem,
     clamp_classes,
     class_order,
@@ -134,7 +135,7 @@ _FUSED_MIN_NNZ = 500_000
 def _run(
     prob: Problem,
     T: np.ndarray,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     tol: float,
     max_iter: int,
@@ -311,7 +312,7 @@ class _FusedKernel:
 def _run_fused(
     prob: Problem,
     T: np.ndarray,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     tol: float,
     max_iter: int,
@@ -546,7 +547,7 @@ def em(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     model_obj = get_model(model)
-    kind = model_kind(model_obj)
+    kind: str | NumericMStep = model_kind(model_obj, numeric=True)
     check_int("n_restarts", n_restarts, 0)
     max_iter, tol, param_tol = check_stopping(max_iter, tol, param_tol)
     if compress not in (True, False, "auto"):
@@ -564,22 +565,38 @@ def em(
     prior, prior_values = (None, None)
     if method == "map":
         prior, prior_values = map_prior(model_obj, K, J)
+    if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
+        kind = NumericMStep(model_obj, K, J, prior_values if prior is not None else None)
+        if prior is not None:
+            prior.numeric = kind
+        model_obj.priors(K, J)  # the family's checks of K (ML reads no prior)
     known_codes = data.known_codes(known)
 
     # ---- the problem EM iterates over (the user's data is never modified)
     counts = data.counts
     weight = data.weight.astype(float)
+    known_fit = known_codes
+    keep: np.ndarray | None = None
+    if np.any(weight <= 0):
+        # units of weight 0 (e.g. K-fold's held-out items) add nothing to the objective but would add
+        # 0 x (-inf) = NaN where a rating of theirs has probability 0: EM leaves them out (their class
+        # probabilities are computed at the estimate, below)
+        keep = np.flatnonzero(weight > 0)
+        counts, weight = counts[keep], weight[keep]
+        known_fit = None if known_codes is None else known_codes[keep]
+        if isinstance(init_checked, np.ndarray):
+            init_checked = init_checked[keep]
     first: np.ndarray | None = None
     inverse: np.ndarray | None = None  # set together with first
     # the compression check in one compiled pass where the numba kernels will run anyway
     check_kernel = load_fused() if backend != "scipy" and counts.nnz >= _FUSED_MIN_NNZ else None
     if compress is True or (
-        compress == "auto" and not data.is_grouped and I >= 4 and may_compress(counts, check_kernel)
+        compress == "auto" and not data.is_grouped and counts.shape[0] >= 4 and may_compress(counts, check_kernel)
     ):
-        comp = compress_rows(counts, weight, known_codes)
+        comp = compress_rows(counts, weight, known_fit)
         if comp is not None:
             first_c, inv_c = comp
-            if compress is True or first_c.size <= AUTO_COMPRESS_SHARE * I:
+            if compress is True or first_c.size <= AUTO_COMPRESS_SHARE * counts.shape[0]:
                 first, inverse = first_c, inv_c
     if first is not None:
         assert inverse is not None
@@ -589,7 +606,7 @@ def em(
             counts=counts[first],
             weight=w_c,
             unit_weights=bool(np.all(w_c == 1.0)),
-            known=None if known_codes is None else known_codes[first],
+            known=None if known_fit is None else known_fit[first],
             J=J,
             K=K,
         )
@@ -598,7 +615,7 @@ def em(
             counts=counts,
             weight=weight,
             unit_weights=bool(np.all(weight == 1.0)),
-            known=known_codes,
+            known=known_fit,
             J=J,
             K=K,
         )
@@ -710,6 +727,10 @@ def em(
             pi, theta, T = pi[order], theta[:, order, :], T[:, order]
             empty = None if empty is None else empty[:, order]
     class_probs = T[inverse] if inverse is not None else T
+    if keep is not None:  # every unit's class probabilities at the estimate, the left-out ones included
+        with np.errstate(divide="ignore"):
+            log_post, _ = class_log_posterior(data.counts, np.log(pi), np.log(theta), known=known_codes)
+        class_probs = np.exp(log_post)
     ll = res["log_lik"]
     return EMFit(
         data=data,

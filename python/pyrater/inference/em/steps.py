@@ -38,6 +38,7 @@ __all__ = [
     "MapPrior",
     "map_prior",
     "model_kind",
+    "NumericMStep",
     "e_step",
     "expected_counts",
     "m_step",
@@ -157,6 +158,7 @@ class MapPrior:
     beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
     beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin and MACE
     beta2: np.ndarray | None = None
+    numeric: NumericMStep | None = None  # the family's own M-step (kind "numeric"): its parameters' prior
     gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
 
     def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
@@ -168,6 +170,9 @@ class MapPrior:
         elif self.kind == "homogeneous":
             assert self.beta is not None
             lp += _log_dirichlet(theta[0], self.beta)
+        elif self.kind == "numeric":  # the prior of the family's parameters at its last M-step (theta's source)
+            assert self.numeric is not None
+            lp += self.numeric.log_prior()
         elif self.kind == "mace":  # competence[j] ~ Beta(beta1, beta2), xi[j] ~ Dirichlet(gamma)
             assert self.beta1 is not None and self.beta2 is not None and self.gamma is not None
             c, xi = mace_parameters(theta, self.gamma)
@@ -225,9 +230,11 @@ def class_order(pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     """The posterior-mode hyperparameters of ``model`` (each checked >= 1) and its resolved priors."""
-    kind = model_kind(model)
+    kind = model_kind(model, numeric=True)
     pri = model.priors(K, J)
     _check_at_least_one("alpha", pri["alpha"], model)
+    if kind == "numeric":
+        return MapPrior(kind, pri["alpha"]), pri
     if kind in ("class_conditional", "one_coin", "mace"):
         _check_at_least_one("beta1", pri["beta1"], model)
         _check_at_least_one("beta2", pri["beta2"], model)
@@ -238,8 +245,20 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     return MapPrior(kind, pri["alpha"], beta=pri["beta"]), pri
 
 
-def model_kind(model: Model) -> str:
-    """The conjugate structure EM uses for ``model`` (:attr:`pyrater.models.ModelFamily.conjugate`)."""
+def model_kind(model: Model, numeric: bool = False) -> str:
+    """The conjugate structure EM uses for ``model`` (:attr:`pyrater.models.ModelFamily.conjugate`).
+
+    With ``numeric``, a family without one that lists ``"em"`` among its
+    methods gives ``"numeric"``: its M-step is its own numerical maximisation
+    (:class:`NumericMStep`; in-memory EM only).
+    """
+    if model.conjugate is None and numeric and "em" in model.methods:
+        return "numeric"
+    if model.conjugate is None and "em" in model.methods:
+        raise ValueError(
+            f"the {model.title} model's M-step is a numerical maximisation, run by in-memory EM only; fit "
+            "in-memory data (a RatingData or pandas DataFrame) with pyrater.em or pyrater.fit(..., method='em')"
+        )
     if model.conjugate is None:
         raise ValueError(
             f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
@@ -247,6 +266,33 @@ def model_kind(model: Model) -> str:
             "'class_conditional', 'homogeneous', 'one_coin' or 'mace' with EM"
         )
     return model.conjugate
+
+
+class NumericMStep:
+    """The M-step of a family without a closed form, by its own hooks (``em_m_step`` ...).
+
+    Holds the family's current parameters ``x`` (each M-step starts from the
+    last one); passed where EM passes its ``kind``.
+    """
+
+    def __init__(self, model: Model, K: int, J: int, priors: dict | None) -> None:
+        self.model, self.K, self.J = model, K, J
+        self.priors = priors  # None: maximum likelihood
+        self.x = np.asarray(model.em_start(K, J), dtype=float)
+
+    def __call__(self, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Theta (J, K, K) and the empty-row mask (J, K) from expected counts ``N`` (J, k, l)."""
+        self.x = self.model.em_m_step(self.x, np.ascontiguousarray(N), self.priors)
+        theta = self.model.em_theta(self.x, self.K)
+        empty = np.zeros((self.J, self.K), dtype=bool)
+        if self.priors is None:  # raters without any expected count: parameters left at their start
+            empty[np.einsum("jkl->j", N) <= 0] = True
+        return theta, empty
+
+    def log_prior(self) -> float:
+        """Log prior density of the current parameters."""
+        assert self.priors is not None
+        return self.model.em_log_prior(self.x, self.priors)
 
 
 def _normalise(num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,7 +326,7 @@ def m_step_from_counts(
     N_flat: np.ndarray,
     J: int,
     K: int,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     theta_prev: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -294,7 +340,7 @@ def m_step_from_counts(
         ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
         it is not modified).
     J, K : int
-    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace"}
+    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace"} or NumericMStep
     prior : MapPrior or None
         MAP hyperparameters; None for ML.
     theta_prev : array (J, K, K), optional
@@ -306,7 +352,9 @@ def m_step_from_counts(
     if prior is not None:
         n_k = n_k + (prior.alpha - 1.0)
     pi, _ = _normalise(n_k)
-    if kind == "dawid_skene":
+    if isinstance(kind, NumericMStep):
+        theta, empty = kind(N)
+    elif kind == "dawid_skene":
         if prior is not None:
             assert prior.beta is not None  # a prior of this kind (map_prior)
             N = N + (prior.beta - 1.0)
@@ -466,7 +514,7 @@ def _mace_inner_numpy(
 def m_step(
     prob: Problem,
     T: np.ndarray,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     wT: np.ndarray | None,
     theta_prev: np.ndarray | None = None,
