@@ -189,3 +189,12 @@ def test_auto_lifts_priors_below_one_for_the_mode_and_says_so():
     beta = pyrater.get_model("dawid_skene").priors(5, 5)["beta"]
     np.testing.assert_allclose(f.model_choice.fits["dawid_skene"].model.priors(5, 5)["beta"], beta + 1.0)
     assert np.isfinite(f.model_choice.table.loc["dawid_skene", "elpd_loo"])
+
+
+def test_auto_skips_a_family_that_refuses_the_data_and_says_why():
+    sim = pyrater.simulate("dawid_skene", 60, 4, n_categories=2, raters_per_item=3, seed=5)
+    f = _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["one_coin", "ordinal"])
+    assert f.model.name == "one_coin" and "ordinal" not in f.model_choice.table.index
+    assert "K >= 3" in f.model_choice.skipped["ordinal"]
+    with pytest.raises(ValueError, match="no candidate could be fitted"):
+        _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["ordinal"])

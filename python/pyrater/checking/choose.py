@@ -173,11 +173,11 @@ def choose_model(
     fits: dict[str, Fit] = {}
     skipped: dict[str, str] = {}
     for name, model in models.items():
-        if method in _MODE_METHODS:
-            model, note = _mode_priors(model, K, J)
-            if note:
-                skipped[name] = note
         try:
+            if method in _MODE_METHODS:
+                model, note = _mode_priors(model, K, J)
+                if note:
+                    skipped[name] = note
             fits[name] = fit_one(model, method)
         except ValueError as exc:  # the family refuses these data (checked before any work)
             skipped[name] = f"not fitted: {exc}"
