@@ -198,7 +198,7 @@ def choose_model(
             for f in fits.values():
                 if not f.has_draws:  # scored here so the progress setting holds; compare uses the result
                     kfold(f, DEFAULT_FOLDS, seed=seed, progress=progress)
-            table = compare(fits, seed=seed, baseline=baseline)
+            table = compare(fits, seed=seed, baseline=baseline, progress=progress)
         table = _with_agreement(table, fits)
         reason = _reason(table, method)
     chosen = _pick(table)

@@ -835,6 +835,7 @@ def compare(
     seed: int | None = None,
     max_memory_gib: float | None = None,
     baseline: bool = False,
+    progress: bool | None = None,
 ) -> pd.DataFrame:
     """Rank fits by expected log predictive density, items as the unit.
 
@@ -874,6 +875,10 @@ def compare(
         modelling the raters.  Not with known items (the fits then score
         ``log p(y, z)`` of those items, the vote model cannot) and not with
         ``ic="waic"``.  With a baseline a single fit may be compared.
+    progress : bool, optional
+        Progress bars for the LOO and K-fold computed here (shown when a
+        step takes more than 2 s).  Default: each fit's own setting for LOO,
+        on for K-fold.
 
     Returns
     -------
@@ -987,17 +992,17 @@ def compare(
             f = fits[name]
             if name in point:  # a point fit: K-fold cross-validation over items, on the same folds for all
                 res = f.__dict__.get("_kfold_result")  # pyrater.kfold(fit) keeps its last result
-                results[name] = kfold(f, seed=seed) if res is None else res
+                results[name] = kfold(f, seed=seed, progress=progress) if res is None else res
                 continue
             if name in cached:
                 results[name] = cached[name]
                 continue
-            progress = bool(getattr(f, "_progress", True))
+            show = bool(getattr(f, "_progress", True)) if progress is None else bool(progress)
             if plan == "exact":
-                res = _loo_exact(f, budgets[name], False, progress)
+                res = _loo_exact(f, budgets[name], False, show)
             else:
                 assert sample is not None
-                res = _loo_subsample(f, sample, False, progress)
+                res = _loo_subsample(f, sample, False, show)
             f.__dict__["_loo_result"] = res
             results[name] = res
 
