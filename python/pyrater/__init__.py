@@ -49,6 +49,7 @@ _PUBLIC: dict[str, str] = {
     "ClassConditionalDawidSkene": "pyrater.models",
     "HomogeneousDawidSkene": "pyrater.models",
     "OneCoinDawidSkene": "pyrater.models",
+    "PooledDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -56,6 +57,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_hierarchical": "pyrater.models",
     "simulate_homogeneous": "pyrater.models",
     "simulate_one_coin": "pyrater.models",
+    "simulate_pooled": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -117,6 +119,7 @@ __all__ = [
     "HomogeneousDawidSkene",
     "ModelAgreement",
     "OneCoinDawidSkene",
+    "PooledDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -156,6 +159,7 @@ __all__ = [
     "simulate_hierarchical",
     "simulate_homogeneous",
     "simulate_one_coin",
+    "simulate_pooled",
     "waic",
 ]
 
@@ -230,6 +234,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
         OneCoinDawidSkene,
+        PooledDawidSkene,
         Simulation,
         get_model,
         simulate,
@@ -238,4 +243,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_hierarchical,
         simulate_homogeneous,
         simulate_one_coin,
+        simulate_pooled,
     )

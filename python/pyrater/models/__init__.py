@@ -2,7 +2,7 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.one_coin`,
+:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.pooled`,
 :mod:`~pyrater.models.hierarchical`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
@@ -28,6 +28,7 @@ from .hierarchical import HierarchicalDawidSkene, simulate_hierarchical
 from .class_conditional import ClassConditionalDawidSkene, class_conditional_theta, simulate_class_conditional
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
+from .pooled import PooledDawidSkene, simulate_pooled
 
 # isort: on
 from .registry import get_model, model_names
@@ -42,6 +43,7 @@ __all__ = [
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
     "OneCoinDawidSkene",
+    "PooledDawidSkene",
     "Model",
     "ModelFamily",
     "get_model",
@@ -58,6 +60,7 @@ __all__ = [
     "simulate_hierarchical",
     "simulate_homogeneous",
     "simulate_one_coin",
+    "simulate_pooled",
     "class_conditional_theta",
     "one_coin_theta",
 ]

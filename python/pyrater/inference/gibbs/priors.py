@@ -5,7 +5,9 @@ object, :meth:`pyrater.models.DawidSkene.priors` and friends):
 ``pi ~ Dirichlet(alpha)``; Dawid-Skene ``theta[j, k] ~ Dirichlet(beta[j, k])``;
 homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
 ``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``.  All are conjugate given the true
-classes, which is what the Gibbs sampler uses.
+classes, which is what the Gibbs sampler uses.  Pooled: ``theta[j, k] ~ Dirichlet(1 + s[k] m[k])``,
+``m[k] ~ Dirichlet(beta[k])``, ``s[k] ~ Gamma(s_shape, s_rate)``: conjugate given the true classes
+and ``(m, s)``, which the sampler updates given theta by slice sampling.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "pooled"}
     alpha : array (K,)
-    beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous) or None
-    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin) or None
+    beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous; pooled: the prior on ``m``) or None
+    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin; pooled: the Gamma
+        shape and rate of ``s``) or None
     values : dict
         The model's resolved priors (what a fit reports).
+    n_raters : int
+        J (the pooled kernel's working prior has a row per rater).
     """
 
     kind: str
@@ -41,6 +46,7 @@ class ConjugatePrior:
     beta1: np.ndarray | None
     beta2: np.ndarray | None
     values: dict
+    n_raters: int = 0
 
     @property
     def code(self) -> int:
@@ -50,11 +56,26 @@ class ConjugatePrior:
             "class_conditional": _kern.CLASS_CONDITIONAL,
             "homogeneous": _kern.HOMOGENEOUS,
             "one_coin": _kern.ONE_COIN,
+            "pooled": _kern.POOLED,
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
-        """Columns of the accuracies ``p`` the kernel keeps per rater: K (class-conditional), 1 (one-coin), 0."""
-        return {"class_conditional": K, "one_coin": 1}.get(self.kind, 0)
+        """Columns of the accuracies ``p`` the kernel keeps per rater: K (class-conditional), 1 (one-coin), 0.
+
+        The pooled model's kernel keeps ``m`` and ``s`` there: K columns.
+        """
+        return {"class_conditional": K, "one_coin": 1, "pooled": K}.get(self.kind, 0)
+
+    def p_rows(self, J: int, K: int) -> int:
+        """Rows of the kernel's ``p``: J (a row per rater), K + 1 for the pooled model (``m``, then ``s``)."""
+        return K + 1 if self.kind == "pooled" else J
+
+    def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
+        """The model's own parameters from :meth:`reported_p`: ``p``, or the pooled model's ``m`` and ``s``."""
+        if self.kind == "pooled":
+            K = p.shape[-1]
+            return {"m": p[..., :K, :], "s": p[..., K, :]}
+        return {"p": p}
 
     def reported_p(self, p: np.ndarray) -> np.ndarray:
         """The kernel's accuracy draws (..., J, columns) as a fit reports them: (..., J, K), or (..., J) one-coin."""
@@ -66,6 +87,12 @@ class ConjugatePrior:
         empty_beta = np.zeros((0, K, K))
         if self.kind == "dawid_skene":
             beta = f(self.beta)
+        elif self.kind == "pooled":  # the raters' 1 + s m at the prior's mean m and mode s, then the prior on m
+            assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
+            bm = np.asarray(self.beta, dtype=float)
+            m0 = bm / bm.sum(-1, keepdims=True)
+            s0 = (float(self.beta1) - 1.0) / float(self.beta2)
+            beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
         else:
@@ -96,6 +123,8 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
             "model='dawid_skene', 'class_conditional', 'homogeneous' or 'one_coin'"
         )
     pri = model.priors(K, J)
+    if kind == "pooled":
+        return ConjugatePrior(kind, pri["alpha"], pri["beta"], pri["s_shape"], pri["s_rate"], pri, n_raters=J)
     if kind in ("class_conditional", "one_coin"):
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri)
     return ConjugatePrior(kind, pri["alpha"], pri["beta"], None, None, pri)
@@ -133,6 +162,16 @@ def log_prior_density(
     lead = pi.shape[:n]
     flat_pi = pi.reshape(-1, pi.shape[-1])
     S = flat_pi.shape[0]
+    if prior.kind == "pooled":  # p: the kernel's (..., K + 1, K) of m and s
+        assert p is not None, "the pooled model's prior density needs m and s"
+        per = int(np.prod(theta.shape[n:]))
+        th = theta.reshape(S, *theta.shape[n:])
+        hy = p.reshape(S, *p.shape[n:])
+        step = max(1, max_block // max(1, per))
+        out = np.empty(S)
+        for a in range(0, S, step):
+            out[a : a + step] = _log_prior_pooled(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
+        return out.reshape(lead)
     if prior.kind in ("dawid_skene", "homogeneous"):
         per = int(np.prod(theta.shape[n:]))
         other = theta.reshape(S, *theta.shape[n:])
@@ -160,3 +199,19 @@ def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -
     const = -n_rows * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
     kern = xlogy(b1 - 1, other) + xlog1py(b2 - 1, -other)
     return lp + const + kern.reshape(other.shape[0], -1).sum(-1)
+
+
+def _log_prior_pooled(prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, hyper: np.ndarray) -> np.ndarray:
+    """Log prior density of a block of pooled draws: pi (n, K), theta (n, J, K, K), m and s in hyper (n, K + 1, K)."""
+    assert prior.beta is not None and prior.beta1 is not None and prior.beta2 is not None
+    K = pi.shape[-1]
+    m, s = hyper[:, :K, :], hyper[:, K, :]
+    J = theta.shape[1]
+    a = 1.0 + s[:, :, None] * m  # (n, K, K)
+    lp = _log_dirichlet_rows(pi, prior.alpha, 1)
+    const = J * (gammaln(a.sum(-1)) - gammaln(a).sum(-1)).sum(-1)  # (n,)
+    lp = lp + const + np.einsum("nkl,njkl->n", a - 1.0, np.log(theta))
+    lp = lp + _log_dirichlet_rows(m, np.asarray(prior.beta, dtype=float), 1)
+    shape, rate = float(prior.beta1), float(prior.beta2)
+    lp = lp + (K * (shape * np.log(rate) - gammaln(shape)) + ((shape - 1.0) * np.log(s) - rate * s).sum(-1))
+    return lp

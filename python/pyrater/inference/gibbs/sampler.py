@@ -1,7 +1,8 @@
 """Full Bayesian posterior at crowd scale: the blocked Gibbs sampler.
 
 Given the true classes z, the Dawid-Skene, class-conditional, one-coin and
-homogeneous models are conjugate, so the sampler alternates
+homogeneous models are conjugate (the pooled model given z and its population
+rows and concentrations, which a slice-sampling step updates given theta), so the sampler alternates
 
 * ``z_i | pi, theta, y``: a categorical draw per item from
   ``log pi_k + sum_{j, l} C[i, j*K + l] log theta[j, k, l]`` (grouped data:
@@ -72,7 +73,7 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional) or ``J*K*K + J`` (one-coin), plus ``8 * chains * (draws // thin) * units`` for
+(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + K*K + K`` (pooled), plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
@@ -185,7 +186,7 @@ def gibbs(
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
         ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
-        ``"one_coin"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"one_coin"``, ``"pooled"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.
@@ -262,8 +263,9 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
-    per_draw = K + Jt * K * K + J * Kp
+    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1; pooled m and s)
+    Jp = prior.p_rows(J, K)
+    per_draw = K + Jt * K * K + Jp * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
@@ -309,7 +311,7 @@ def gibbs(
 
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
+    p_d = np.empty((chains, S, Jp, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_d = np.empty((chains, S, I)) if keep_ll else np.empty((chains, 0, 0))
     ll_tot = np.empty((chains, S))
     evidence = [np.empty((I if pi_moves else 0, K)) for _ in range(chains)]
@@ -318,6 +320,7 @@ def gibbs(
     rb = [np.empty((I if keep_rb else 0, K)) for _ in range(chains)]
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     starts = [start_counts(data, known_codes, rng) for rng in rngs]
+    betas = [beta.copy() for _ in range(chains)]  # a chain may rewrite its prior (the pooled model's 1 + s m)
     setup = time.perf_counter() - t0
 
     def run(c: int) -> None:
@@ -331,7 +334,7 @@ def gibbs(
             prior.code,
             K,
             alpha,
-            beta,
+            betas[c],
             beta1,
             beta2,
             N0,
@@ -404,7 +407,7 @@ def gibbs(
     out["theta"] = theta_out
     p_out = prior.reported_p(p_d) if Kp else None
     if p_out is not None:
-        out["p"] = p_out
+        out.update(prior.reported(p_out))
     if keep_ll:
         out["log_lik"] = ll_d
     lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
