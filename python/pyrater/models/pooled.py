@@ -22,8 +22,10 @@ not exist.  Given ``(m, s)`` the model is Dawid-Skene with ``beta[j, k] =
 Priors and why
 --------------
 ``m[k] ~ Dirichlet(beta[k])`` with rater's diagonal-heavy ``beta`` (weight 8,
-0.6 on the diagonal): the population is more often right than wrong, which
-breaks label switching as in the other families.  ``s[k] ~ Gamma(2, 0.1)``
+0.6 on the diagonal; entries below 1, the off-diagonal for K >= 5, raised to
+1 so that the mode of ``m`` is inside the simplex for every K): the population
+is more often right than wrong, which breaks label switching as in the other
+families.  ``s[k] ~ Gamma(2, 0.1)``
 (mean 20, mode 10; 95% of its mass between 2.4 and 56 pseudo-ratings):
 weakly informative on the scale of "how many ratings is the population worth
 to one rater".  Shape 2 > 1 puts zero density at ``s = 0``; the exponential
@@ -105,7 +107,8 @@ class PooledDawidSkene(ModelFamily):
         Dirichlet prior on the prevalence ``pi`` (default 3 per class).
     beta : array (K, K), optional
         Dirichlet prior on each population row ``m[k]`` (default rater's
-        diagonal-heavy prior: weight 8, 0.6 on the diagonal).
+        diagonal-heavy prior, weight 8 with 0.6 on the diagonal, its entries
+        raised to at least 1 so that the posterior mode exists for every K).
     s_shape, s_rate : scalar, optional
         Gamma prior on each concentration ``s[k]`` (default 2 and 0.1: mean
         20, mode 10; ``s_shape`` must be > 1 so that the mode is not at 0).
@@ -138,7 +141,7 @@ class PooledDawidSkene(ModelFamily):
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved priors: ``alpha`` (K,), ``beta`` (K, K), ``s_shape`` and ``s_rate`` 0-d arrays."""
-        beta = default_beta(K) if self.beta is None else self.beta
+        beta = np.maximum(default_beta(K), 1.0) if self.beta is None else self.beta
         beta = positive_array("beta", beta, [(K, K)], f"(K, K) = ({K}, {K})")
         return {
             "alpha": resolve_alpha(self.alpha, K),

@@ -24,6 +24,10 @@ M-step
     * one-coin: ``theta[j, k, k] = p[j]``, off-diagonal ``(1 - p[j]) / (K - 1)``, with
       ``p[j] = (sum_k N[j, k, k] + beta1 - 1) / (sum_{k, l} N[j, k, l] + beta1 + beta2 - 2)``
       (ML: drop the prior terms).
+    * pooled (MAP only): ``theta[j, k, l] ∝ N[j, k, l] + s[k] m[k, l]`` (the
+      Dirichlet(1 + s m) prior), then the population rows ``m`` and
+      concentrations ``s`` maximised given theta (a conditional M-step, ECM;
+      :func:`pyrater.inference.em.steps.pooled_hyper_mode`).
 
 ``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
 per distinct rating pattern), so the cost of grouped data scales with the
@@ -143,6 +147,7 @@ def _run(
     ``bar`` (a tqdm bar or None) advances once per iteration.
     """
     wT = None if prob.unit_weights else np.empty_like(T)
+    prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     trace: list[float] = []
     converged = False
     conv = Convergence(tol, param_tol)
@@ -168,7 +173,7 @@ def _run(
             conv.reset_classes()
         if it + 1 < max_iter:
             pi, theta, empty = m_step(prob, T, kind, prior, wT)
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
 
 
 def _run_result(
@@ -180,9 +185,11 @@ def _run_result(
     trace: list[float],
     converged: bool,
     conv: Convergence,
+    prior: MapPrior | None = None,
 ) -> dict[str, Any]:
     """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence."""
     return {
+        "model_params": None if prior is None else prior.model_params(),
         "pi": pi,
         "theta": theta,
         "empty": empty,
@@ -334,6 +341,7 @@ def _run_fused(
     ``max_iter``; so the run ends with the class probabilities at its estimate.
     """
     kern = _FusedKernel(fused, prob, n_threads)
+    prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     T = np.ascontiguousarray(T, dtype=np.float64)
     sums = kern.majority_sums() if majority_start else kern.m_step_sums(T)
     pi, theta, empty = m_step_from_counts(*sums, prob.J, prob.K, kind, prior)
@@ -363,7 +371,7 @@ def _run_fused(
                 pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
 
 
 # ----------------------------------------------------------------------------- em
@@ -401,7 +409,8 @@ def em(
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
         ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
-        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), or a model object from
+        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``),
+        ``"pooled"`` (raters' rows around learned population rows; MAP only), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
@@ -559,6 +568,11 @@ def em(
     prior, prior_values = (None, None)
     if method == "map":
         prior, prior_values = map_prior(model_obj, K, J)
+    elif kind == "pooled":
+        raise ValueError(
+            "method='ml' is not available for the pooled model: its population rows m and concentrations s "
+            "have no maximum-likelihood estimate apart from their priors; use method='map'"
+        )
     known_codes = data.known_codes(known)
 
     # ---- the problem EM iterates over (the user's data is never modified)
@@ -730,4 +744,5 @@ def em(
         convergence=convergence,
         start=res["start"],
         known=known_codes,
+        model_params=res["model_params"],
     )

@@ -15,6 +15,7 @@ distinct rows, :mod:`pyrater.inference.em.compress`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,20 +143,76 @@ class Problem:
         )
 
 
+#: alternations of theta given (m, s) and (m, s) given theta in one pooled M-step (each raises the posterior)
+POOLED_INNER = 3
+
+
+@dataclass
+class PooledState:
+    """The pooled model's population rows ``m`` (K, K) and concentrations ``s`` (K,) at EM's current estimate.
+
+    EM's M-step for the pooled model is conditional (ECM, Meng & Rubin 1993):
+    theta given ``(m, s)`` in closed form, then ``(m, s)`` given theta by a
+    numerical maximisation; each step raises the log posterior.  The state
+    starts at the prior's mode of ``m`` (its mean when some entry is 1) and
+    of ``s``, afresh for every EM run (:meth:`MapPrior.fresh`).
+    """
+
+    m: np.ndarray
+    s: np.ndarray
+
+
 @dataclass
 class MapPrior:
-    """MAP hyperparameters (all >= 1) and the log prior density."""
+    """MAP hyperparameters (all >= 1) and the log prior density.
+
+    For the pooled model ``beta`` is the Dirichlet prior on the population
+    rows ``m`` (K, K), ``beta1``/``beta2`` the Gamma shape and rate of ``s``,
+    and ``pooled`` the current ``(m, s)`` (mutable: the M-step updates it).
+    """
 
     kind: str
     alpha: np.ndarray  # (K,)
-    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
-    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin
+    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous, (K, K) pooled (prior on m)
+    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin, () pooled (shape of s)
     beta2: np.ndarray | None = None
+    pooled: PooledState | None = None
+
+    def fresh(self) -> MapPrior:
+        """This prior with its pooled state at the start (itself for the other kinds): one per EM run."""
+        if self.kind != "pooled":
+            return self
+        assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
+        K = self.alpha.size
+        m0 = self.beta - 1.0
+        tot = m0.sum(-1, keepdims=True)
+        m0 = np.where(tot > 0, m0 / np.where(tot > 0, tot, 1.0), 1.0 / K)
+        m0 = 0.5 * m0 + 0.5 * self.beta / self.beta.sum(-1, keepdims=True)  # inside the simplex
+        s0 = np.full(K, (float(self.beta1) - 1.0) / float(self.beta2))
+        return dataclasses.replace(self, pooled=PooledState(m=m0, s=s0))
+
+    def model_params(self) -> dict[str, np.ndarray] | None:
+        """The model's own parameters at the estimate besides pi and theta (pooled: ``m`` and ``s``), or None."""
+        if self.pooled is None:
+            return None
+        return {"m": self.pooled.m.copy(), "s": self.pooled.s.copy()}
 
     def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
-        """Log prior density of ``pi`` (K,) and ``theta`` (J, K, K), every normalising constant included."""
+        """Log prior density of ``pi`` (K,) and ``theta`` (J, K, K), every normalising constant included.
+
+        Pooled: of ``theta`` given the current ``(m, s)``, plus the priors of ``m`` and ``s``.
+        """
         lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
-        if self.kind == "dawid_skene":
+        if self.kind == "pooled":
+            assert self.pooled is not None and self.beta is not None
+            m, s = self.pooled.m, self.pooled.s
+            a = 1.0 + s[:, None] * m
+            J = theta.shape[0]
+            lp += _log_dirichlet(theta, np.broadcast_to(a, (J, *a.shape)))
+            lp += _log_dirichlet(m, self.beta)
+            shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
+            lp += float(np.sum(shape * np.log(rate) - gammaln(shape) + (shape - 1.0) * np.log(s) - rate * s))
+        elif self.kind == "dawid_skene":
             assert self.beta is not None  # set for this kind by map_prior
             lp += _log_dirichlet(theta, self.beta)
         elif self.kind == "homogeneous":
@@ -215,6 +272,9 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     kind = model_kind(model)
     pri = model.priors(K, J)
     _check_at_least_one("alpha", pri["alpha"], model)
+    if kind == "pooled":  # the Dirichlet(1 + s m) of the raters' rows needs no check (all above 1)
+        _check_at_least_one("beta", pri["beta"], model)
+        return MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"]).fresh(), pri
     if kind in ("class_conditional", "one_coin"):
         _check_at_least_one("beta1", pri["beta1"], model)
         _check_at_least_one("beta2", pri["beta2"], model)
@@ -281,6 +341,15 @@ def m_step_from_counts(
     if prior is not None:
         n_k = n_k + (prior.alpha - 1.0)
     pi, _ = _normalise(n_k)
+    if kind == "pooled":  # ECM: theta given (m, s) (Dirichlet(1 + s m): add s m), then (m, s) given theta
+        if prior is None or prior.pooled is None:
+            raise ValueError("the pooled model's EM is a posterior mode (method='map'): its m and s need their priors")
+        st = prior.pooled
+        for _ in range(POOLED_INNER):  # a few alternations: theta and (m, s) are strongly coupled
+            theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
+            st.m, st.s = pooled_hyper_mode(theta, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
+        theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
+        return pi, theta, empty
     if kind == "dawid_skene":
         if prior is not None:
             assert prior.beta is not None  # a prior of this kind (map_prior)
@@ -408,3 +477,34 @@ def clamp_classes(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
             T[rows] = 0.0
             T[rows, known[rows]] = 1.0
     return T
+
+
+
+def pooled_hyper_mode(
+    theta: np.ndarray, m: np.ndarray, s: np.ndarray, beta: np.ndarray, shape: float, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled model's ``(m[k], s[k])`` maximising their conditional density given ``theta``, row by row.
+
+    Maximises ``sum_j log Dirichlet(theta[j, k] | 1 + s m) + log Dirichlet(m |
+    beta[k]) + log Gamma(s | shape, rate)`` (no Jacobian: the posterior mode on
+    the parameters' own scale, as Stan's optimiser) by Newton's method from the
+    current ``(m, s)``, never decreasing it (:mod:`pyrater.inference.em.pooled`).
+    ``beta >= 1`` keeps ``m`` inside the simplex; ``shape > 1`` and ``rate > 0``
+    keep ``s`` finite and positive.
+    """
+    from .._numba import run as run_kernel
+    from .pooled import pooled_hyper_mode_rows
+
+    m_new = np.ascontiguousarray(m, dtype=np.float64).copy()
+    s_new = np.ascontiguousarray(s, dtype=np.float64).copy()
+    run_kernel(
+        pooled_hyper_mode_rows,
+        np.ascontiguousarray(theta, dtype=np.float64),
+        m_new,
+        s_new,
+        np.ascontiguousarray(beta, dtype=np.float64),
+        float(shape),
+        float(rate),
+        100,
+    )
+    return m_new, s_new
