@@ -286,13 +286,15 @@ def gibbs(
     S = draws // thin
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1)
-    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
+    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1; pooled m and s)
+    Jp = prior.p_rows(J, K)
+    p_d = np.empty((chains, S, Jp, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_tot = np.empty((chains, S))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     pi = np.empty((chains, K))
     theta = np.empty((chains, Jt, K, K))
-    p = np.empty((chains, J, Kp)) if Kp else np.empty((chains, 0, K))
+    p = np.empty((chains, Jp, Kp)) if Kp else np.empty((chains, 0, K))
+    betas = [beta.copy() for _ in range(chains)]  # a chain may rewrite its prior (the pooled model's 1 + s m)
     shape, row = np.empty(K), np.empty(K)
     tag = f"pyrater-gibbs-{id(data):x}-{time.time_ns():x}"
     index = list(range(len(blocks)))
@@ -303,7 +305,7 @@ def gibbs(
     def parameter_step(N: np.ndarray, n_k: np.ndarray) -> None:
         for c in range(chains):
             _kern.parameter_step(
-                prior.code, J, K, N[c], n_k[c], alpha, beta, beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape, row
+                prior.code, J, K, N[c], n_k[c], alpha, betas[c], beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape, row
             )
 
     def sweep(t: int, sample: bool) -> tuple:
@@ -344,7 +346,7 @@ def gibbs(
     out["theta"] = theta_out
     p_out = prior.reported_p(p_d) if Kp else None
     if p_out is not None:
-        out["p"] = p_out
+        out.update(prior.reported(p_out))
     lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
     fit = DistributedGibbsFit(
         data=data,  # type: ignore[arg-type]
