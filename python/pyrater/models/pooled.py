@@ -138,6 +138,7 @@ class PooledDawidSkene(ModelFamily):
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em", "gibbs")
     conjugate: ClassVar[str | None] = "pooled"
     k_params: ClassVar[tuple[str, ...]] = ("pi", "m", "categories")
+    mode_free_priors: ClassVar[tuple[str, ...]] = ("s_rate",)  # s_shape > 1 is checked by priors()
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved priors: ``alpha`` (K,), ``beta`` (K, K), ``s_shape`` and ``s_rate`` 0-d arrays."""
