@@ -573,7 +573,9 @@ def test_pooled_model_with_prior_flags_and_file(tmp_path):
     ref = pyrater.em(sim.data, pyrater.PooledDawidSkene(beta=beta, s_shape=3, s_rate=0.5), method="map", seed=1)
     params = pd.read_csv(tmp_path / "a" / "parameters.csv", index_col=0)["estimate"]
     np.testing.assert_allclose(params.iloc[:3], ref.pi, atol=1e-8)
-    np.testing.assert_allclose(params.iloc[3:3 + ref.theta.size], ref.theta.ravel(), atol=1e-8)
+    np.testing.assert_allclose(params.iloc[3 : 3 + ref.theta.size], ref.theta.ravel(), atol=1e-8)
     priors.write_text(json.dumps({"s_shape": 0.5}))
-    res = run("fit", str(path), "--model", "pooled", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c"))
+    res = run(
+        "fit", str(path), "--model", "pooled", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
+    )
     assert res.returncode == 2 and "s_shape must be > 1" in res.stderr

@@ -249,6 +249,7 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     extra = {
         "class_conditional": {"p": (J, K)},
         "one_coin": {"p": (J,)},
+        "pooled": {"m": (K, K), "s": (K,)},
         "hierarchical": {"mu": (K, K), "sigma": (K, K)},
     }
     for key, shape in extra.get(model_name, {}).items():

@@ -25,6 +25,7 @@ from pyrater.models import (
     simulate_hierarchical,
     simulate_homogeneous,
     simulate_one_coin,
+    simulate_pooled,
 )
 
 # the package exports a function named simulate, which hides the module attribute
@@ -36,6 +37,7 @@ ALL = {
     "class_conditional": simulate_class_conditional,
     "hierarchical": simulate_hierarchical,
     "one_coin": simulate_one_coin,
+    "pooled": simulate_pooled,
 }
 
 

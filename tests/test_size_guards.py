@@ -117,7 +117,9 @@ def test_stan_iterations_must_fit_stan_int(data, monkeypatch):
         run.sample(data, pyrater.DawidSkene(), None, warmup=0, draws=2**31, **kwargs)
 
 
-@pytest.mark.parametrize("model", ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "hierarchical"])
+@pytest.mark.parametrize(
+    "model", ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "pooled", "hierarchical"]
+)
 def test_the_stan_estimate_counts_what_stan_writes(model, data):
     """The numbers per draw: the model's parameters, pi and theta, as the programs declare them."""
     m = pyrater.get_model(model)
@@ -127,6 +129,7 @@ def test_the_stan_estimate_counts_what_stan_writes(model, data):
         "homogeneous": K + K * K,
         "class_conditional": K + J * K + J * K * K,
         "one_coin": K + J + J * K * K,
+        "pooled": K + K * K + K + J * K * K,
         "hierarchical": K + 2 * K * K + 2 * J * K * K,
     }[model]
     assert run._values_per_draw(m, K, J) == expected

@@ -305,8 +305,9 @@ def gibbs(
     def parameter_step(N: np.ndarray, n_k: np.ndarray) -> None:
         for c in range(chains):
             _kern.parameter_step(
-                prior.code, J, K, N[c], n_k[c], alpha, betas[c], beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape, row
-            )
+                prior.code, J, K, N[c], n_k[c], alpha, betas[c], beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape,
+                row,
+            )  # fmt: skip
 
     def sweep(t: int, sample: bool) -> tuple:
         params = client.scatter(_chain_params(pi, theta, J), broadcast=True, hash=False)

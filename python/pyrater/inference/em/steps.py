@@ -179,7 +179,7 @@ class MapPrior:
     pooled: PooledState | None = None
 
     def fresh(self) -> MapPrior:
-        """This prior with its pooled state at the start (itself for the other kinds): one per EM run."""
+        """A copy with the pooled state at its start (the prior itself for the other kinds): one per EM run."""
         if self.kind != "pooled":
             return self
         assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
@@ -477,7 +477,6 @@ def clamp_classes(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
             T[rows] = 0.0
             T[rows, known[rows]] = 1.0
     return T
-
 
 
 def pooled_hyper_mode(

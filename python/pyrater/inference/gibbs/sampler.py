@@ -73,7 +73,8 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + K*K + K`` (pooled), plus ``8 * chains * (draws // thin) * units`` for
+(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + K*K + K`` (pooled),
+plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
 ``8 * chains * units * K`` bytes of evidence that ``pi_moves > 0`` keeps;
