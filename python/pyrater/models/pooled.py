@@ -32,8 +32,11 @@ to one rater".  Shape 2 > 1 puts zero density at ``s = 0``; the exponential
 tail keeps the posterior mode finite.  The joint mode of
 ``(theta, m, s)`` (what ``optimize`` and EM find) favours large ``s`` by about
 ``J (K - 1) / 2 log s`` (every rater's density peaks when its row sits at
-``m``), so EM's ``s`` is larger than the posterior mean: the mode shrinks
-harder than the full posterior (Gibbs, NUTS).
+``m``) against a finite likelihood penalty: besides the interior mode there is
+one near ``s = J (K - 1) / (2 s_rate)`` where every rater's row is ``m`` (the
+homogeneous model), which with thousands of raters can be the higher and which
+EM can reach.  The mode shrinks harder than the full posterior (Gibbs, NUTS);
+at crowd scale use Gibbs.
 
 In Stan the error matrices are sampled in the centred parameterisation (a
 Dirichlet has no simple non-centred form); with the default ``s`` prior the

@@ -49,23 +49,23 @@ def _f_grad(x, J, K, T, bm, a, b, g):  # pragma: no cover - compiled
     lse = mx + math.log(tot)
     sv = math.exp(x[0])
     f = J * math.lgamma(K + sv) + (a - 1.0) * x[0] - b * sv
-    g_s = J * _digamma(K + sv) + (a - 1.0) / sv - b
+    # d f / d log s, and h[l] = m_l d f / d m_l: written without dividing by s or m (either may underflow)
+    g0 = sv * (J * _digamma(K + sv) - b) + (a - 1.0)
     mk = np.empty(K)
-    gm = np.empty(K)
+    h = np.empty(K)
+    hs = 0.0
     for l in range(K):
         lm = eta[l] - lse
         mk[l] = math.exp(lm)
         al = 1.0 + sv * mk[l]
         dg = _digamma(al)
         f += -J * math.lgamma(al) + sv * mk[l] * T[l] + (bm[l] - 1.0) * lm
-        g_s += -J * mk[l] * dg + mk[l] * T[l]
-        gm[l] = -J * sv * dg + sv * T[l] + (bm[l] - 1.0) / mk[l]
-    g[0] = sv * g_s
-    mg = 0.0
-    for l in range(K):
-        mg += mk[l] * gm[l]
+        g0 += sv * mk[l] * (T[l] - J * dg)
+        h[l] = sv * mk[l] * (T[l] - J * dg) + (bm[l] - 1.0)
+        hs += h[l]
+    g[0] = g0
     for l in range(K - 1):
-        g[1 + l] = mk[l] * (gm[l] - mg)
+        g[1 + l] = h[l] - mk[l] * hs
     return f
 
 
