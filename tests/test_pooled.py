@@ -58,6 +58,7 @@ def test_simulator_draws_raters_around_the_population_rows():
         (lambda: PooledDawidSkene(s_shape=1.0).priors(K, 3), "s_shape must be > 1"),
         (lambda: PooledDawidSkene(s_rate=0).priors(K, 3), "s_rate must be > 0"),
         (lambda: PooledDawidSkene(beta=np.ones((2, 2))).priors(K, 3), "beta must have shape"),
+        (lambda: PooledDawidSkene(em_update="mean"), "em_update must be"),
     ],
 )
 def test_bad_input_is_refused_with_the_arguments_name(call, message):
@@ -163,6 +164,22 @@ def test_em_objective_rises_and_the_estimate_is_a_fixed_point():
     m2, s2 = pooled_hyper_mode(f.theta, m, s, pri["beta"], float(pri["s_shape"]), float(pri["s_rate"]))
     np.testing.assert_allclose(m2, m, atol=1e-5)
     np.testing.assert_allclose(s2, s, rtol=1e-4)
+
+
+def test_em_expected_update_keeps_s_near_the_truth_where_the_joint_mode_overshrinks():
+    """60 raters, about 33 ratings per row: the joint mode's s runs far above the truth, the expected update's not."""
+    sim = simulate_pooled(2000, 60, n_categories=K, pi=PI, m=M, s=[30.0, 10.0, 20.0], raters_per_item=3, seed=3)
+    fits = {u: em(sim.data, PooledDawidSkene(em_update=u), method="map", progress=False) for u in ("mode", "expected")}
+    s_err = {u: float(np.abs(np.log(f.model_params["s"] / [30.0, 10.0, 20.0])).mean()) for u, f in fits.items()}
+    th_err = {u: float(np.abs(f.theta - sim.theta).mean()) for u, f in fits.items()}
+    assert fits["expected"].converged
+    assert s_err["expected"] < 0.5 * s_err["mode"], s_err
+    assert th_err["expected"] < th_err["mode"], th_err
+    # and the expected update's estimate is its own fixed point: theta is the M-step at its (m, s)
+    f = fits["expected"]
+    N = np.einsum("ik,ijl->jkl", f.class_probs, sim.data.counts.toarray().reshape(-1, 60, K))
+    ref = N + f.model_params["s"][None, :, None] * f.model_params["m"][None]
+    np.testing.assert_allclose(f.theta, ref / ref.sum(-1, keepdims=True), atol=1e-5)
 
 
 def test_grouped_and_long_data_give_the_same_em_fit():

@@ -115,6 +115,16 @@ class PooledDawidSkene(ModelFamily):
     s_shape, s_rate : scalar, optional
         Gamma prior on each concentration ``s[k]`` (default 2 and 0.1: mean
         20, mode 10; ``s_shape`` must be > 1 so that the mode is not at 0).
+    em_update : {"mode", "expected"}, optional
+        How EM updates ``(m, s)``.  ``"mode"`` (default): maximise their
+        density given the current theta, so EM finds the joint posterior mode
+        (Stan's ``optimize``); at crowd scale that mode can collapse towards
+        ``theta[j] = m`` (see the module notes).  ``"expected"``: maximise the
+        expectation of that density under each rater's Dirichlet posterior
+        ``Dirichlet(N[j, k] + 1 + s m)`` given the expected counts (the
+        variational Bayes update of the hyperparameters): the raters'
+        uncertainty enters, ``s`` stays finite where the data say so; the
+        estimate is then not the joint mode.  Used by EM only.
 
     Notes
     -----
@@ -136,12 +146,17 @@ class PooledDawidSkene(ModelFamily):
     beta: Any = None
     s_shape: Any = None
     s_rate: Any = None
+    em_update: Any = None
     name: ClassVar[str] = "pooled"
     title: ClassVar[str] = "Pooled Dawid-Skene"
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em", "gibbs")
     conjugate: ClassVar[str | None] = "pooled"
     k_params: ClassVar[tuple[str, ...]] = ("pi", "m", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ("s_rate",)  # s_shape > 1 is checked by priors()
+
+    def __post_init__(self) -> None:
+        if self.em_update not in (None, "mode", "expected"):
+            raise ValueError(f"em_update must be 'mode' or 'expected'; got {self.em_update!r}")
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved priors: ``alpha`` (K,), ``beta`` (K, K), ``s_shape`` and ``s_rate`` 0-d arrays."""

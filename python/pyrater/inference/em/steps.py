@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.special import gammaln, xlog1py, xlogy
+from scipy.special import digamma, gammaln, xlog1py, xlogy
 
 from ...models import Model
 from ...models.kernels import _clamp_known, log_joint, log_theta_matrix
@@ -177,6 +177,7 @@ class MapPrior:
     beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin, () pooled (shape of s)
     beta2: np.ndarray | None = None
     pooled: PooledState | None = None
+    pooled_update: str = "mode"
 
     def fresh(self) -> MapPrior:
         """A copy with the pooled state at its start (the prior itself for the other kinds): one per EM run."""
@@ -274,7 +275,9 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     _check_at_least_one("alpha", pri["alpha"], model)
     if kind == "pooled":  # the Dirichlet(1 + s m) of the raters' rows needs no check (all above 1)
         _check_at_least_one("beta", pri["beta"], model)
-        return MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"]).fresh(), pri
+        update = str(getattr(model, "em_update", None) or "mode")
+        prior = MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"])
+        return dataclasses.replace(prior, pooled_update=update).fresh(), pri
     if kind in ("class_conditional", "one_coin"):
         _check_at_least_one("beta1", pri["beta1"], model)
         _check_at_least_one("beta2", pri["beta2"], model)
@@ -347,7 +350,11 @@ def m_step_from_counts(
         st = prior.pooled
         for _ in range(POOLED_INNER):  # a few alternations: theta and (m, s) are strongly coupled
             theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
-            st.m, st.s = pooled_hyper_mode(theta, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
+            target = theta
+            if prior.pooled_update == "expected":  # E[log theta[j, k]] under Dirichlet(N[j, k] + 1 + s m)
+                post = N + 1.0 + st.s[None, :, None] * st.m[None]
+                target = np.exp(digamma(post) - digamma(post.sum(-1, keepdims=True)))
+            st.m, st.s = pooled_hyper_mode(target, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
         theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
         return pi, theta, empty
     if kind == "dawid_skene":
