@@ -140,7 +140,7 @@ def test_user_labels_everywhere(example_fit):
 
 
 # -------------------------------------- optimisation agrees with the EM MAP
-@pytest.mark.parametrize("model", ["dawid_skene", "class_conditional", "homogeneous", "one_coin", "pooled"])
+@pytest.mark.parametrize("model", ["dawid_skene", "class_conditional", "homogeneous", "one_coin"])
 def test_optimize_matches_em_map(model, stan_engine):
     sim = simulate(model, n_items=300, n_raters=5, n_categories=3, seed=11)
     opt = fit(sim.data, model, method="optimize", seed=2, engine=stan_engine)
