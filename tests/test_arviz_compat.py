@@ -211,6 +211,8 @@ def test_compare_agrees_with_arviz_compare_on_this_line(ds_fit, cc_fit):
         "dse",
         "se",
         "weight",
+        "weight_pbma",
+        "equivalent",
         "warning",
         "n_bad_k",
     ]

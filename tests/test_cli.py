@@ -579,3 +579,65 @@ def test_pooled_model_with_prior_flags_and_file(tmp_path):
         "fit", str(path), "--model", "pooled", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
     )
     assert res.returncode == 2 and "s_shape must be > 1" in res.stderr
+
+
+def test_ordinal_model_with_a_priors_file(tmp_path):
+    import json
+
+    sim = pyrater.simulate_ordinal(150, 5, n_categories=4, raters_per_item=3, seed=2)
+    path = tmp_path / "ratings.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps({"shift_sd": 0.5, "log_scale_sd": 0.7}))
+    res = run(
+        "fit", str(path), "--model", "ordinal", "--method", "em", "--priors", str(priors),
+        "--out", str(tmp_path / "a"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ref = pyrater.em(sim.data, pyrater.Ordinal(shift_sd=0.5, log_scale_sd=0.7), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "a" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[:4], ref.pi, atol=1e-8)
+    np.testing.assert_allclose(params.iloc[4:], ref.theta.ravel(), atol=1e-8)
+    res = run(
+        "fit", str(path), "--model", "ordinal", "--method", "em", "--beta-diag", "9", "--out", str(tmp_path / "b")
+    )
+    assert res.returncode == 2 and "do not apply to the ordinal model" in res.stderr
+    priors.write_text(json.dumps({"beta1": 2}))
+    res = run("fit", str(path), "--model", "ordinal", "--priors", str(priors), "--out", str(tmp_path / "c"))
+    assert res.returncode == 2 and "not priors of model ordinal" in res.stderr
+    binary = tmp_path / "binary.csv"
+    pyrater.simulate("dawid_skene", 30, 3, n_categories=2, seed=1).data.to_long().to_csv(binary, index=False)
+    res = run("fit", str(binary), "--model", "ordinal", "--method", "em", "--out", str(tmp_path / "d"))
+    assert res.returncode == 2 and "K >= 3" in res.stderr
+
+
+def test_mace_model_with_prior_flags_and_file(tmp_path):
+    import json
+
+    sim = pyrater.simulate_mace(120, 5, n_categories=3, raters_per_item=3, seed=2)
+    path = tmp_path / "ratings.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    res = run(
+        "fit", str(path), "--model", "mace", "--method", "em", "--beta-diag", "3", "--beta-off", "2",
+        "--out", str(tmp_path / "a"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ref = pyrater.em(sim.data, pyrater.MACE(beta1=3, beta2=2), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "a" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[:3], ref.pi, atol=1e-10)
+    np.testing.assert_allclose(params.iloc[3:], ref.theta.ravel(), atol=1e-10)
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps({"gamma": [2, 3, 4], "beta1": 2}))
+    res = run(
+        "fit", str(path), "--model", "mace", "--method", "em", "--priors", str(priors),
+        "--out", str(tmp_path / "b"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    ref = pyrater.em(sim.data, pyrater.MACE(beta1=2, gamma=[2, 3, 4]), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "b" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[3:], ref.theta.ravel(), atol=1e-10)
+    priors.write_text(json.dumps({"gamma": [1, 2]}))
+    res = run(
+        "fit", str(path), "--model", "mace", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
+    )
+    assert res.returncode == 2 and "gamma must have shape" in res.stderr

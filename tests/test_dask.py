@@ -100,6 +100,7 @@ def _assert_same_fit(dist: DistributedEMFit, mem: pyrater.EMFit) -> None:
         ("class_conditional", 3, 7),
         ("homogeneous", 4, 2),
         ("one_coin", 2, 3),
+        ("mace", 3, 2),
     ],
 )
 def test_em_equals_in_memory_for_any_partitioning(client, model, partitions_in, partitions_out):
@@ -365,7 +366,7 @@ def _z_scores(dist, mem) -> np.ndarray:
 
 
 @pytest.mark.slow  # 300 sweeps of scheduler round trips (the homogeneous chains need ~100 sweeps of warm-up here)
-@pytest.mark.parametrize("model", ["class_conditional", "homogeneous", "one_coin", "pooled"])
+@pytest.mark.parametrize("model", ["class_conditional", "homogeneous", "one_coin", "mace", "pooled"])
 def test_gibbs_on_the_cluster_other_models(client, model):
     df = _long(model, n_items=150, seed=6)
     data = DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=2, sort=False), **COLS)

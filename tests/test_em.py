@@ -23,11 +23,12 @@ from pyrater.models import (
     simulate_class_conditional,
     simulate_dawid_skene,
     simulate_homogeneous,
+    simulate_mace,
     simulate_one_coin,
 )
 from pyrater.models.kernels import class_log_posterior, soft_majority_vote
 
-VARIANTS = ["dawid_skene", "class_conditional", "homogeneous", "one_coin"]
+VARIANTS = ["dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace"]
 PI3 = np.array([0.5, 0.3, 0.2])
 
 
@@ -51,6 +52,10 @@ def _simulate(variant: str, n_items: int = 1500, n_raters: int = 6, seed: int = 
     if variant == "one_coin":
         p = np.random.default_rng(seed).uniform(0.6, 0.9, size=n_raters)
         return simulate_one_coin(n_items, n_raters, pi=PI3, p=p, raters_per_item=raters_per_item, seed=seed)
+    if variant == "mace":
+        rng = np.random.default_rng(seed)
+        c, xi = rng.uniform(0.6, 0.9, size=n_raters), rng.dirichlet(np.full(K, 2.0), size=n_raters)
+        return simulate_mace(n_items, n_raters, pi=PI3, competence=c, xi=xi, raters_per_item=raters_per_item, seed=seed)
     return simulate_homogeneous(
         n_items, n_raters, pi=PI3, theta=_theta_ds(1, K, seed)[0], raters_per_item=raters_per_item, seed=seed
     )
@@ -60,6 +65,10 @@ def _log_prior(fit) -> float:
     """Log prior density of fit.pi and fit.theta under fit.priors, via scipy.stats."""
     pri, K = fit.priors, fit.pi.size
     lp = stats.dirichlet.logpdf(fit.pi, pri["alpha"])
+    if "gamma" in pri:  # MACE: competence ~ Beta(beta1, beta2), xi ~ Dirichlet(gamma)
+        c, xi = pyrater.models.mace_parameters(fit.theta)
+        lp += stats.beta.logpdf(c, pri["beta1"], pri["beta2"]).sum()
+        return lp + sum(stats.dirichlet.logpdf(x, pri["gamma"]) for x in xi)
     if "beta1" in pri:  # class-conditional: p (J, K); one-coin: p (J,) and scalar priors
         p = fit.theta[:, 0, 0] if np.ndim(pri["beta1"]) == 0 else fit.theta[:, np.arange(K), np.arange(K)]
         return lp + stats.beta.logpdf(p, pri["beta1"], pri["beta2"]).sum()

@@ -22,7 +22,7 @@ from pyrater.models.kernels import (
     soft_majority_vote,
 )
 
-VARIANTS = ["dawid_skene", "class_conditional", "homogeneous", "one_coin"]
+VARIANTS = ["dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace"]
 RTOL = 1e-10
 
 

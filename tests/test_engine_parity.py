@@ -17,7 +17,7 @@ import pytest
 
 import pyrater
 from pyrater import _arviz, fit, simulate
-from pyrater.inference.stan.data import STAN_MODEL_NAMES
+from pyrater.inference.stan.data import ERROR_MATRIX_MODEL_NAMES
 from pyrater.inference.stan.engines import StanCompileError, StanError, cmdstan_available, get_engine
 
 pytestmark = pytest.mark.stan
@@ -58,7 +58,7 @@ def _both(**kwargs):
 
 @needs_both
 @pytest.mark.parametrize("grouped", [False, True], ids=["long", "grouped"])
-@pytest.mark.parametrize("model", STAN_MODEL_NAMES)
+@pytest.mark.parametrize("model", ERROR_MATRIX_MODEL_NAMES)
 def test_mcmc_same_seed_same_posterior(model, grouped):
     data = _data(model, grouped)
     a, b = _both(data=data, model=model, method="mcmc", chains=2, warmup=150, draws=100, seed=11)
@@ -91,7 +91,7 @@ def test_mcmc_same_seed_same_posterior(model, grouped):
 
 @needs_both
 @pytest.mark.parametrize("grouped", [False, True], ids=["long", "grouped"])
-@pytest.mark.parametrize("model", STAN_MODEL_NAMES)
+@pytest.mark.parametrize("model", ERROR_MATRIX_MODEL_NAMES)
 def test_optimize_same_mode(model, grouped):
     data = _data(model, grouped)
     a, b = _both(data=data, model=model, method="optimize", seed=3)

@@ -19,7 +19,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
 from pyrater import RatingData, get_model
-from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.data import ERROR_MATRIX_MODEL_NAMES, STAN_MODEL_NAMES, stan_data, stan_inits
 from pyrater.inference.stan.engines import (
     ENGINE_NAMES,
     SAMPLE_STAT_NAMES,
@@ -227,7 +227,7 @@ def sim_data():
 def fits(stan_engine, sim_data):
     """One short run per model, shared by the sampling tests."""
     out = {}
-    for name in STAN_MODEL_NAMES:
+    for name in ERROR_MATRIX_MODEL_NAMES:  # K = 3 data: item_difficulty (binary) in tests/test_item_difficulty.py
         out[name] = stan_engine.sample(
             name, stan_data(sim_data, get_model(name)), chains=2, warmup=300, draws=200, seed=123, progress=False
         )
@@ -235,7 +235,7 @@ def fits(stan_engine, sim_data):
 
 
 @pytest.mark.stan
-@pytest.mark.parametrize("model_name", STAN_MODEL_NAMES)
+@pytest.mark.parametrize("model_name", ERROR_MATRIX_MODEL_NAMES)
 def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     fit = fits[model_name]
     K, J, I = sim_data.n_categories, sim_data.n_raters, sim_data.n_units
@@ -249,6 +249,8 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     extra = {
         "class_conditional": {"p": (J, K)},
         "one_coin": {"p": (J,)},
+        "ordinal": {"shift": (J,), "log_scale": (J,)},
+        "mace": {"competence": (J,), "xi": (J, K)},
         "pooled": {"m": (K, K), "s": (K,)},
         "hierarchical": {"mu": (K, K), "sigma": (K, K)},
     }
@@ -264,7 +266,9 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
     np.testing.assert_allclose(fit.draws["theta"].sum(-1), 1)
     # no label switching and recovery of the simulated accuracies (0.8)
     diag = np.diagonal(fit.draws["theta"].mean(axis=(0, 1)), axis1=-2, axis2=-1)
-    assert np.all(diag > 0.55)
+    # (the ordinal model cannot switch labels, and on these Dawid-Skene data, errors spread evenly, its
+    # middle class shares its errors with two neighbours: accuracy about 0.4 there)
+    assert np.all(diag > 0.55) if model_name != "ordinal" else np.all(diag[:, [0, -1]] > 0.55)
     assert abs(np.mean(diag) - 0.8) < 0.12
     # the draws' log_lik is the kernel's at the same draw
     th = fit.draws["theta"][1, 17]

@@ -140,7 +140,7 @@ def test_user_labels_everywhere(example_fit):
 
 
 # -------------------------------------- optimisation agrees with the EM MAP
-@pytest.mark.parametrize("model", ["dawid_skene", "class_conditional", "homogeneous", "one_coin"])
+@pytest.mark.parametrize("model", ["dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "ordinal"])
 def test_optimize_matches_em_map(model, stan_engine):
     sim = simulate(model, n_items=300, n_raters=5, n_categories=3, seed=11)
     opt = fit(sim.data, model, method="optimize", seed=2, engine=stan_engine)
@@ -185,6 +185,10 @@ def _truth(model: str) -> dict:
         return {"pi": PI_SIM, "p": np.tile(ACC_SIM[:, None], (1, K))}
     if model == "one_coin":
         return {"pi": PI_SIM, "p": ACC_SIM}
+    if model == "ordinal":  # shifts within 0.2 of a class width, scales 0.2-0.3 (right 70-95% of the time)
+        return {"pi": PI_SIM, "shift": [0.0, 0.2, -0.2, 0.1, -0.1, 0.0], "scale": [0.2, 0.25, 0.3, 0.25, 0.2, 0.3]}
+    if model == "mace":
+        return {"pi": PI_SIM, "competence": ACC_SIM, "xi": np.full(K, 1 / K)}
     if model == "homogeneous":
         theta = np.full((K, K), 0.1)
         np.fill_diagonal(theta, 0.8)
@@ -196,7 +200,9 @@ def _truth(model: str) -> dict:
 
 # short chains by design; the test asserts its own convergence criterion (max Rhat < 1.05) below
 @pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")
-@pytest.mark.parametrize("model", ["dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin"])
+@pytest.mark.parametrize(
+    "model", ["dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin", "mace", "ordinal"]
+)
 def test_mcmc_recovers_simulated_truth(model, stan_engine):
     sim = simulate(model, n_items=400, n_raters=6, n_categories=K_SIM, raters_per_item=4, seed=21, **_truth(model))
     f = fit(sim.data, model, chains=2, warmup=400, draws=400, seed=4, progress=False, engine=stan_engine)

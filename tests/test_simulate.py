@@ -24,7 +24,9 @@ from pyrater.models import (
     simulate_dawid_skene,
     simulate_hierarchical,
     simulate_homogeneous,
+    simulate_mace,
     simulate_one_coin,
+    simulate_ordinal,
     simulate_pooled,
 )
 
@@ -37,6 +39,8 @@ ALL = {
     "class_conditional": simulate_class_conditional,
     "hierarchical": simulate_hierarchical,
     "one_coin": simulate_one_coin,
+    "ordinal": simulate_ordinal,
+    "mace": simulate_mace,
     "pooled": simulate_pooled,
 }
 

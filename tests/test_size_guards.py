@@ -118,7 +118,8 @@ def test_stan_iterations_must_fit_stan_int(data, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "model", ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "pooled", "hierarchical"]
+    "model",
+    ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "ordinal", "pooled", "hierarchical"],
 )
 def test_the_stan_estimate_counts_what_stan_writes(model, data):
     """The numbers per draw: the model's parameters, pi and theta, as the programs declare them."""
@@ -129,6 +130,8 @@ def test_the_stan_estimate_counts_what_stan_writes(model, data):
         "homogeneous": K + K * K,
         "class_conditional": K + J * K + J * K * K,
         "one_coin": K + J + J * K * K,
+        "ordinal": K + 2 * J + J * K * K,
+        "mace": K + J + J * K + J * K * K,
         "pooled": K + K * K + K + J * K * K,
         "hierarchical": K + 2 * K * K + 2 * J * K * K,
     }[model]

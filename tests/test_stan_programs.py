@@ -17,12 +17,12 @@ from scipy.special import log_softmax
 
 from conftest import shared_file
 from pyrater import RatingData, get_model
-from pyrater.inference.stan.data import STAN_MODEL_NAMES, stan_data, stan_inits
+from pyrater.inference.stan.data import ERROR_MATRIX_MODEL_NAMES, stan_data, stan_inits
 from pyrater.models.kernels import class_log_posterior
 
 pytestmark = pytest.mark.stan
 
-MODELS = list(STAN_MODEL_NAMES)
+MODELS = list(ERROR_MATRIX_MODEL_NAMES)  # item_difficulty: tests/test_item_difficulty_stan.py
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,12 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
         out["p"] = rng.uniform(0.2, 0.95, size=(J, K))
     elif model_name == "one_coin":
         out["p"] = rng.uniform(0.2, 0.95, size=J)
+    elif model_name == "ordinal":
+        out["shift"] = rng.normal(0.0, 1.0, size=J)
+        out["log_scale"] = rng.normal(-1.0, 1.0, size=J)
+    elif model_name == "mace":
+        out["competence"] = rng.uniform(0.05, 0.95, size=J)
+        out["xi"] = rng.dirichlet(np.full(K, 2.0), size=J)
     elif model_name == "pooled":
         out["m"] = rng.dirichlet(np.full(K, 2.0), size=K)
         out["s"] = rng.uniform(0.5, 30.0, size=K)
@@ -87,6 +93,28 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
         for j in range(J):
             theta[j] = np.where(np.eye(K, dtype=bool), p[j], (1 - p[j]) / (K - 1))
         return np.log(theta)
+    if model_name == "ordinal":  # written out here with scipy's logistic CDF, not with pyrater's ordinal_theta
+        theta = np.empty((J, K, K))
+        for j in range(J):
+            for k in range(K):
+                cuts = (np.arange(K + 1) - 0.5 - k - params["shift"][j]) / np.exp(params["log_scale"][j])
+                cuts[0], cuts[K] = -np.inf, np.inf
+                lo, hi = cuts[:-1], cuts[1:]
+                # F(hi) - F(lo) in the lower half, S(lo) - S(hi) in the upper (no cancellation near 1)
+                theta[j, k] = np.where(
+                    lo + hi < 0,
+                    stats.logistic.cdf(hi) - stats.logistic.cdf(lo),
+                    stats.logistic.sf(lo) - stats.logistic.sf(hi),
+                )
+        return np.log(theta)
+    if model_name == "mace":  # written out here, not with pyrater's mace_theta
+        c, xi = params["competence"], params["xi"]
+        theta = np.empty((J, K, K))
+        for j in range(J):
+            for k in range(K):
+                for l in range(K):
+                    theta[j, k, l] = (1 - c[j]) * xi[j, l] + (c[j] if k == l else 0.0)
+        return np.log(theta)
     gamma = params["mu"][None] + params["sigma"][None] * params["gamma_raw"]
     return log_softmax(gamma, axis=-1)
 
@@ -103,6 +131,12 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
         lp += stats.beta.logpdf(params["p"], d["beta1"][None, :], d["beta2"][None, :]).sum()
     elif model_name == "one_coin":
         lp += stats.beta.logpdf(params["p"], float(d["beta1"]), float(d["beta2"])).sum()
+    elif model_name == "ordinal":
+        lp += stats.norm.logpdf(params["shift"], 0.0, d["shift_sd"]).sum()
+        lp += stats.norm.logpdf(params["log_scale"], d["log_scale_mean"], d["log_scale_sd"]).sum()
+    elif model_name == "mace":
+        lp += stats.beta.logpdf(params["competence"], float(d["beta1"]), float(d["beta2"])).sum()
+        lp += sum(stats.dirichlet.logpdf(x, d["gamma"]) for x in params["xi"])
     elif model_name == "pooled":  # theta[j, k] ~ Dirichlet(1 + s[k] m[k]), m[k] ~ Dirichlet(beta[k]), s ~ Gamma
         J, K = d["J"], d["K"]
         m, s = params["m"], params["s"]
@@ -162,6 +196,10 @@ def _lt_matrix(lt: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("model_name", MODELS)
 def test_grouped_equals_long_caries(engine, model_name):
     df = pd.read_csv(shared_file("caries.csv"))
+    if model_name == "ordinal":  # K >= 3: the caries patterns with three ordered grades (2 -> 1 or 2 by rater)
+        df = df.copy()
+        for c in df.columns[:-1:2]:
+            df[c] = df[c] + (df[c] == 2) * (df.index % 2)
     grouped = RatingData.from_grouped(df, tally="n")
     long = RatingData.from_long(grouped.to_long(), categories=list(grouped.categories))
     assert grouped.n_units < long.n_units
@@ -222,7 +260,19 @@ def test_stan_data_layout():
     assert po["beta"].shape == (2, 2) and float(po["s_shape"]) == 2.0 and float(po["s_rate"]) == 0.1
     oc = stan_data(data, "one_coin")
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
+    ma = stan_data(data, "mace")
+    assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 1.0 and float(ma["beta2"]) == 1.0
+    assert ma["gamma"].tolist() == [10.0, 10.0] and "beta" not in ma
     assert "beta" not in stan_data(data, "hierarchical")
+
+
+def test_stan_data_ordinal():
+    sim = __import__("pyrater").simulate("ordinal", 10, 3, n_categories=4, seed=0)
+    d = stan_data(sim.data, get_model("ordinal"))
+    assert (d["shift_sd"], d["log_scale_mean"], d["log_scale_sd"]) == (1.0, -1.0, 1.0)
+    with pytest.raises(ValueError, match="K >= 3"):
+        df = pd.DataFrame({"item": [1, 2], "rater": ["a", "b"], "rating": [0, 1]})
+        stan_data(RatingData.from_long(df), "ordinal")
 
 
 def test_stan_data_errors():

@@ -302,6 +302,11 @@ def _model(args: argparse.Namespace):
     if diag is not None or off is not None:
         if name == "hierarchical":
             raise CLIError("--beta-diag/--beta-off do not apply to the hierarchical model (its priors: --alpha)")
+        if name == "ordinal":
+            raise CLIError(
+                "--beta-diag/--beta-off do not apply to the ordinal model (its priors: --alpha, and shift_sd, "
+                'log_scale_mean, log_scale_sd in a --priors file, e.g. {"shift_sd": 0.5})'
+            )
         options["_beta"] = (diag, off)
     return cls, options
 
@@ -313,7 +318,8 @@ def _resolve_model(args: argparse.Namespace, K: int):
     cls, options = _model(args)
     if "_beta" in options:
         diag, off = options.pop("_beta")
-        if args.model in ("class_conditional", "one_coin"):  # p ~ Beta(beta1, beta2): correct vs wrong
+        # p ~ Beta(beta1, beta2): correct vs wrong; MACE's competence ~ Beta(beta1, beta2): competent vs spam
+        if args.model in ("class_conditional", "one_coin", "mace"):
             if diag is not None:
                 options["beta1"] = diag
             if off is not None:
@@ -412,8 +418,14 @@ def _check_gibbs_options(args: argparse.Namespace) -> None:
 def _check_mode_priors(model, data: RatingData) -> None:
     """EM's posterior mode needs every hyperparameter >= 1: say how to get there from the command line."""
     priors = model.priors(data.n_categories, data.n_raters)
+    # the Dirichlet and Beta pseudo-counts (a Normal prior's mean or sd, e.g. the ordinal model's, may be anything)
+    counts = ("alpha", "beta", "beta1", "beta2")
     free = getattr(model, "mode_free_priors", ())  # rates and the like: any positive value keeps the mode
-    low = {key: float(np.min(value)) for key, value in priors.items() if key not in free and np.min(value) < 1}
+    low = {
+        key: float(np.min(value))
+        for key, value in priors.items()
+        if key in counts and key not in free and np.min(value) < 1
+    }
     if low:
         names = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
         raise CLIError(
@@ -690,7 +702,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         type=_positive_float,
         default=None,
         help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
-        "error-matrix row (class_conditional, one_coin: beta1); default 4.8",
+        "error-matrix row (class_conditional, one_coin: beta1; mace: beta1, a competent rating); default 4.8 "
+        "(mace: 1)",
     )
     pri.add_argument(
         "--beta-off",
@@ -698,15 +711,18 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
         "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional, one_coin: beta2 of "
-        "p ~ Beta(beta1, beta2), default 3.2",
+        "p ~ Beta(beta1, beta2), default 3.2; mace: beta2 (a spam rating) of competence ~ Beta(beta1, beta2), "
+        "default 1",
     )
     pri.add_argument(
         "--priors",
         metavar="FILE.json",
         default=None,
         help='JSON object of the model\'s priors, e.g. {"alpha": [3, 3], "beta": [[8, 1], [1, 8]]} '
-        "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; pooled: alpha, "
-        "beta (K, K) on the population rows, s_shape, s_rate); "
+        "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
+        "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd; "
+        "mace: alpha, beta1, beta2 scalars, gamma per rating; "
+        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate); "
         "--alpha/--beta-* override it",
     )
     p.add_argument(

@@ -14,6 +14,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
@@ -61,9 +62,10 @@ def _method_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
 def fit(
     data: RatingData | pd.DataFrame,
     model: str | Model = "dawid_skene",
-    method: Method = "mcmc",
+    method: Method | None = None,
     data_format: DataFormat = "long",
     *,
+    candidates: Sequence[str | Model] | None = None,
     known: dict | pd.Series | None = None,
     seed: int | None = None,
     progress: bool = True,
@@ -90,13 +92,22 @@ def fit(
         (``method="em"`` or ``"gibbs"``; see :class:`pyrater.DistributedRatingData`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
-        ``"homogeneous"``, ``"one_coin"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
+        ``"homogeneous"``, ``"one_coin"``, ``"mace"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
         priors.  Each family lists the methods that fit it
-        (``pyrater.get_model(name).methods``).
-    method : {"mcmc", "optimize", "em", "gibbs", "pathfinder"}
+        (``pyrater.get_model(name).methods``).  ``"auto"``: let the data
+        choose: every family ``method`` fits (or the ``candidates``) is
+        fitted, the fits are compared by :func:`pyrater.compare` (K-fold
+        for EM and optimize, PSIS-LOO for the samplers) beside majority
+        vote's vote model, and the best is returned, the simplest among
+        equally predictive ones; ``fit.model_choice`` holds the table and
+        the reason, which ``summary()`` shows (see
+        :mod:`pyrater.checking.choose`).
+    method : {"mcmc", "optimize", "em", "gibbs", "pathfinder"}, optional
+        Default ``"mcmc"``, and ``"em"`` for ``model="auto"`` (which takes
+        ``"em"``, ``"gibbs"``, ``"mcmc"`` or ``"optimize"``).
         ``"mcmc"``: NUTS in Stan; ``"gibbs"``: the blocked Gibbs sampler in
         numba (Dawid-Skene,
-        class-conditional, one-coin and homogeneous models, same priors as Stan, one
+        class-conditional, one-coin, MACE and homogeneous models, same priors as Stan, one
         pass over the counts per draw: for large data); ``"optimize"``:
         posterior mode in Stan (L-BFGS from ``n_inits`` starts, best kept);
         ``"em"``: posterior mode by EM with the model's priors (see
@@ -122,6 +133,11 @@ def fit(
         stops at -110.64.
     data_format : {"long", "wide", "grouped"}
         Format of a DataFrame ``data``.
+    candidates : list of str or model objects, optional
+        ``model="auto"`` only: the families to choose among (default: every
+        registered family that ``method`` fits).  For the posterior-mode
+        methods a candidate's hyperparameters below 1 are raised to 1, so
+        that its mode exists (said in ``fit.model_choice.skipped``).
     known : dict or Series, optional
         ``{item label: true category label}`` for items whose class is
         known; the fit conditions on them.  Every method.
@@ -183,6 +199,33 @@ def fit(
         Before any work: an unknown method or model, a method that cannot fit
         the model, an argument the method does not use, or a bad value.
     """
+    if isinstance(model, str) and model == "auto":
+        return _fit_auto(
+            data,
+            "em" if method is None else method,
+            data_format,
+            candidates=candidates,
+            known=known,
+            seed=seed,
+            progress=progress,
+            options={
+                "engine": engine,
+                "chains": chains,
+                "warmup": warmup,
+                "draws": draws,
+                "inits": inits,
+                "n_inits": n_inits,
+                "log_lik": log_lik,
+                "thin": thin,
+                "pi_moves": pi_moves,
+                "max_memory_gib": max_memory_gib,
+            },
+            data_options=data_options,
+        )
+    if candidates is not None:
+        raise ValueError("candidates is used by model='auto' only")
+    if method is None:
+        method = "mcmc"
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     model = get_model(model)
@@ -280,6 +323,53 @@ def fit(
     fit.settings["max_memory_gib"] = limit
     fit.settings["progress"] = bool(progress)
     return fit
+
+
+def _fit_auto(
+    data: Any,
+    method: str,
+    data_format: DataFormat,
+    *,
+    candidates: Sequence[str | Model] | None,
+    known: Any,
+    seed: int | None,
+    progress: bool,
+    options: dict[str, Any],
+    data_options: dict[str, Any],
+) -> Fit:
+    """``fit(data, "auto", ...)``: every argument checked, then :func:`pyrater.checking.choose.choose_model`."""
+    from .checking.choose import AUTO_METHODS, _resolve_candidates, choose_model
+    from .inference.distributed import is_distributed
+
+    if method not in AUTO_METHODS:
+        raise ValueError(f"model='auto' fits its candidates by one of {AUTO_METHODS}; got method={method!r}")
+    if options.get("log_lik") is False:
+        raise ValueError("model='auto' compares its candidates by their log-likelihood: log_lik=False is refused")
+    _method_options(method, options)  # an argument the method does not use is an error, before any fit
+    _resolve_candidates(candidates, method)  # an unknown or unfit candidate, before any fit
+    if is_distributed(data):
+        raise NotImplementedError(
+            "model='auto' needs the ratings in memory (K-fold and LOO refit and rescore items); fit a sample of "
+            "items collected into a RatingData, or name the model"
+        )
+    data = as_rating_data(data, data_format, **data_options)
+    data.known_codes(known)  # bad known items: an error now
+    seed = resolve_seed(seed)
+    given = {k: v for k, v in options.items() if v is not None}
+
+    def fit_one(model: Model, how: Method) -> Fit:
+        return fit(data, model, how, known=known, seed=seed, progress=False, **given)
+
+    best, _ = choose_model(
+        data,
+        candidates,
+        method,
+        fit_one,
+        has_known=known is not None and len(known) > 0,
+        seed=seed,
+        progress=progress,
+    )
+    return best
 
 
 def _check_distributed_gibbs_memory(data: Any, model: Model, opts: dict[str, Any]) -> None:

@@ -73,6 +73,9 @@ __all__ = [
     "PARETO_K_THRESHOLD",
     "WAIC_VARIANCE_THRESHOLD",
     "DEFAULT_SUBSAMPLE",
+    "BASELINE_NAME",
+    "pseudo_bma_plus_weights",
+    "equivalent_to_best",
 ]
 
 PARETO_K_THRESHOLD = 0.7
@@ -687,7 +690,14 @@ def _same_data(a: Fit, b: Fit) -> bool:
     same_known = (ka is None and kb is None) or (
         ka is not None and kb is not None and np.array_equal(np.asarray(ka), np.asarray(kb))
     )
-    return a.data.equals(b.data) and same_known
+    da, db = a.data, b.data
+    if da.is_grouped != db.is_grouped:
+        # a family with per-item parameters (item_difficulty) fits grouped data expanded to its items, in
+        # pattern order: the same items as the grouped fit's log_lik expanded by the tallies
+        from ..models.item_difficulty import expand_to_items
+
+        da, db = expand_to_items(da), expand_to_items(db)
+    return da.equals(db) and same_known
 
 
 def stacking_weights(elpd_i: np.ndarray) -> np.ndarray:
@@ -713,8 +723,60 @@ def stacking_weights(elpd_i: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+def pseudo_bma_plus_weights(elpd_i: np.ndarray, n_items: int | None = None, *, draws: int = 1000, seed: int = 0):
+    """Pseudo-BMA+ weights (Yao et al. 2018): pseudo-BMA regularised by the Bayesian bootstrap, (N, M) -> (M,).
+
+    For each of ``draws`` Bayesian-bootstrap draws ``a ~ Dirichlet(1, ..., 1)``
+    over the N items, ``z_m = n_items * sum_i a_i elpd_i[i, m]`` and the
+    weights are ``softmax(z)``; the result is their mean.  Unlike stacking,
+    whose optimum is not unique when two models predict alike (it may put all
+    the weight on either), these weights split evenly between models whose
+    pointwise elpd agree, and move towards 1 for a model only as the evidence
+    for it grows.  ``n_items`` (default N) scales sums over a sample of items
+    to the whole data (subsampled LOO).  Seeded: the same table every time.
+    """
+    elpd_i = np.asarray(elpd_i, dtype=float)
+    N, M = elpd_i.shape
+    scale = float(N if n_items is None else n_items)
+    a = np.random.default_rng(seed).dirichlet(np.ones(N), size=draws)  # (draws, N)
+    z = scale * (a @ elpd_i)  # (draws, M)
+    z -= z.max(axis=1, keepdims=True)
+    w = np.exp(z)
+    w /= w.sum(axis=1, keepdims=True)
+    return w.mean(axis=0)
+
+
+#: the name of :func:`compare`'s majority-vote baseline row
+BASELINE_NAME = "majority vote"
+
+#: Beyond this (nats) an elpd difference is not "small" (Sivula, Magnusson, Matamoros & Vehtari 2020).
+SMALL_ELPD_DIFF = 4.0
+
+
+def equivalent_to_best(elpd_diff: float, dse: float) -> bool:
+    """True when ``elpd_diff`` (<= 0) does not separate a model from the best.
+
+    The difference is small (``> -4``) or within two of its standard errors:
+    the rule of thumb of the LOO literature (Sivula et al. 2020; Vehtari's
+    cross-validation FAQ).  The best model is equivalent to itself.
+    """
+    return bool(-elpd_diff < SMALL_ELPD_DIFF or -elpd_diff < 2.0 * dse)
+
+
 #: Columns of :func:`compare`'s table, in order (``<ic>`` is ``loo`` or ``waic``).
-COMPARE_COLUMNS = ("rank", "elpd_<ic>", "p_<ic>", "elpd_diff", "dse", "se", "weight", "warning", "n_bad_k")
+COMPARE_COLUMNS = (
+    "rank",
+    "elpd_<ic>",
+    "p_<ic>",
+    "elpd_diff",
+    "dse",
+    "se",
+    "weight",
+    "weight_pbma",
+    "equivalent",
+    "warning",
+    "n_bad_k",
+)
 
 
 def _positions(res: ELPD, fit: Any) -> np.ndarray:
@@ -772,6 +834,7 @@ def compare(
     n_subsample: int | None = None,
     seed: int | None = None,
     max_memory_gib: float | None = None,
+    baseline: bool = False,
 ) -> pd.DataFrame:
     """Rank fits by expected log predictive density, items as the unit.
 
@@ -800,7 +863,17 @@ def compare(
         log-likelihood fits its memory budget and otherwise all by
         subsampling on one shared sample of items.
     n_subsample, seed, max_memory_gib
-        As in :func:`loo`, for the LOO computed here.
+        As in :func:`loo`, for the LOO computed here (``seed`` also seeds the
+        split of K-fold and the Bayesian bootstrap of ``weight_pbma``).
+    baseline : bool
+        Add a row ``"majority vote"``: the vote model, majority vote's
+        predictive counterpart, which ignores who rated
+        (:mod:`pyrater.checking.vote_model`), scored by K-fold on the same
+        split as the point fits.  A rating model that is not clearly better
+        than it (``equivalent`` True, or ranked below it) gains nothing from
+        modelling the raters.  Not with known items (the fits then score
+        ``log p(y, z)`` of those items, the vote model cannot) and not with
+        ``ic="waic"``.  With a baseline a single fit may be compared.
 
     Returns
     -------
@@ -822,7 +895,16 @@ def compare(
             difference estimator's, see :func:`loo`).
         ``weight``
             Stacking weights (Yao et al. 2018), summing to 1 (subsampled
-            LOO: from the items every model computed exactly).
+            LOO: from the items every model computed exactly).  When two
+            models predict alike stacking may give either all the weight:
+            read ``weight_pbma`` and ``equivalent`` as well.
+        ``weight_pbma``
+            Pseudo-BMA+ weights (Yao et al. 2018; Bayesian bootstrap, 1,000
+            draws, seeded), summing to 1: models that predict alike share
+            the weight evenly.
+        ``equivalent``
+            True when the model's ``elpd_diff`` does not separate it from the
+            best: smaller than 4 or than twice ``dse`` (Sivula et al. 2020).
         ``warning``
             True when the model's estimate is unreliable: for LOO some item
             has Pareto k > 0.7, for WAIC some item's posterior variance of the
@@ -838,8 +920,14 @@ def compare(
     ic = check_choice("ic", ic, ("loo", "waic"))
     if not isinstance(fits, Mapping):
         raise TypeError(f"fits must be a dict {{name: fit}}, got {type(fits).__name__}")
-    if len(fits) < 2:
-        raise ValueError(f"compare needs at least two fits, got {len(fits)}")
+    if not isinstance(baseline, (bool, np.bool_)):
+        raise TypeError(f"baseline must be True or False, got {baseline!r}")
+    if len(fits) < 2 - int(baseline):
+        raise ValueError(f"compare needs at least two fits, got {len(fits)} (or one fit and baseline=True)")
+    if baseline and ic == "waic":
+        raise ValueError("the majority-vote baseline is scored by K-fold; use ic='loo' with baseline=True")
+    if baseline and BASELINE_NAME in fits:
+        raise ValueError(f"a fit is named {BASELINE_NAME!r}, the name of the baseline row; rename it")
     if method is not None:
         method = check_choice("method", method, ("auto", "exact", "subsample"))
     names = list(fits)
@@ -866,6 +954,12 @@ def compare(
                 f"fits {names[0]!r} and {name!r} were made on different data (or different known items); "
                 "LOO comparisons are only meaningful on the same data"
             )
+    known = getattr(first, "known", None)
+    if baseline and known is not None and np.any(np.asarray(known) >= 0):
+        raise ValueError(
+            "baseline=True needs fits without known items: they score log p(y, z) of a known item, which the vote "
+            "model cannot"
+        )
     budgets = {name: _budget(f, max_memory_gib) for name, f in fits.items()}
     n_items = first.data.n_items
     m = _subsample_size(n_items, n_subsample)
@@ -907,9 +1001,14 @@ def compare(
             f.__dict__["_loo_result"] = res
             results[name] = res
 
+    if baseline:
+        from .vote_model import vote_model_kfold
+
+        results[BASELINE_NAME] = vote_model_kfold(first.data, DEFAULT_FOLDS, seed=seed)
+        names.append(BASELINE_NAME)
     order = sorted(names, key=lambda n: -results[n].elpd)
     best = results[order[0]]
-    pos = {i: _positions(results[n], fits[n]) for i, n in enumerate(order)}
+    pos = {i: _positions(results[n], fits.get(n, first)) for i, n in enumerate(order)}
     subsampled = any(r.method == "subsample" for r in results.values())
     if subsampled:
         common = pos[0]
@@ -921,6 +1020,7 @@ def compare(
     else:
         pointwise = np.column_stack([results[n].elpd_i.to_numpy() for n in order])
     weights = stacking_weights(pointwise)
+    pbma = pseudo_bma_plus_weights(pointwise, n_items, seed=seed)
     rows = []
     for rank, name in enumerate(order):
         res = results[name]
@@ -933,12 +1033,14 @@ def compare(
             "dse": dse,
             "se": res.se,
             "weight": float(weights[rank]),
+            "weight_pbma": float(pbma[rank]),
+            "equivalent": equivalent_to_best(diff, dse),
             "warning": bool(res.warning),
             "n_bad_k": res.n_bad_k,
         }
         if subsampled:
             row.update(method=res.method, subsampling_se=res.subsample_se, subsampling_dse=sub_dse)
-        elif point:
+        elif point or baseline:
             row.update(method=res.method)
         rows.append(row)
     table = pd.DataFrame(rows, index=pd.Index(order))

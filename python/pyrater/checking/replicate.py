@@ -12,7 +12,10 @@ The two replication designs differ in the class of an observed item:
   ratings).
 
 Items of a user design that are not in the data are new items (class from
-``pi_s``) in either design.  :func:`posterior_predict` turns the codes into a
+``pi_s``) in either design.  Fits with per-item parameters (the
+item-difficulty family) draw their replicates in
+:mod:`pyrater.checking.item_replicate`, new items with new item
+parameters.  :func:`posterior_predict` turns the codes into a
 labelled table; :func:`pyrater.posterior_predictive_check` computes its
 statistics on them one replicate at a time.
 """
@@ -127,6 +130,13 @@ def replicates(
     ------
     Replicate
     """
+    from ..fits.item_difficulty import ItemLevelMixin
+
+    if isinstance(fit, ItemLevelMixin):  # per-item parameters: their own drawing loop
+        from .item_replicate import item_replicates
+
+        yield from item_replicates(fit, item_unit, item_of_row, raters, draws, rng, design)
+        return
     data = fit.data
     pi, theta = pick_parameters(fit, draws)
     known = getattr(fit, "known", None)

@@ -44,6 +44,10 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "m": ("category", "rating"),
     "s": ("category",),
     "gamma_raw": ("rater", "category", "rating"),
+    "shift": ("rater",),
+    "log_scale": ("rater",),
+    "competence": ("rater",),
+    "xi": ("rater", "rating"),
     "log_lik": ("item",),
 }
 
@@ -454,6 +458,16 @@ class Fit:
     def _summary_info(self) -> dict[str, Any]:
         return {}
 
+    @property
+    def model_choice(self) -> Any:
+        """How ``pyrater.fit(data, "auto")`` chose this fit's model, else None.
+
+        A :class:`pyrater.checking.choose.ModelChoice`: the chosen family,
+        the one-line reason (shown by :meth:`summary`), the comparison table
+        and every candidate's fit.  Not saved in fit files.
+        """
+        return self.__dict__.get("_model_choice")
+
     def _priors(self) -> dict[str, np.ndarray]:
         return self.model.priors(self.data.n_categories, self.data.n_raters)
 
@@ -493,11 +507,14 @@ class Fit:
             index = pd.Index(pi_names + theta_names, name="parameter")
             pi, theta = self._point()
             table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
+        info = self._summary_info()
+        if self.model_choice is not None:
+            info["model choice"] = self.model_choice.reason
         return FitSummary(
             model=self.model.title,
             priors=self._priors(),
             method=self.method,
-            info=self._summary_info(),
+            info=info,
             parameters=table,
             classes=self._summary_classes(),
         )

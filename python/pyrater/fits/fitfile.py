@@ -273,6 +273,14 @@ def _fit_class(method: Any, class_path: Any) -> type:
         raise _Bad(f"the fit class {target!r} for method {method!r} cannot be imported: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Fit) and dataclasses.is_dataclass(cls)):
         raise _Bad(f"{target!r} is not a dataclass subclass of pyrater.Fit")
+    if isinstance(class_path, str) and class_path != target and _CLASS_RE.match(class_path):
+        # a pyrater subclass of the method's class (a family's own fit, e.g. item_difficulty's) loads as itself
+        try:
+            own = _import_class(class_path)
+        except (ImportError, AttributeError):
+            return cls
+        if isinstance(own, type) and issubclass(own, cls):
+            return own
     return cls
 
 

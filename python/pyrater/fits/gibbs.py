@@ -126,7 +126,8 @@ class GibbsFit(DrawsFit):
     holds ``pi`` (chains, draws, K), ``theta`` (chains, draws, J, K, K), or
     (chains, draws, K, K) for the homogeneous model, ``p`` (chains, draws,
     J, K) for the class-conditional model, ``p`` (chains, draws, J) for the
-    one-coin model, and ``log_lik`` (chains, draws,
+    one-coin model, ``competence`` (chains, draws, J) and ``xi`` (chains,
+    draws, J, K) for MACE, and ``log_lik`` (chains, draws,
     units) when kept; ``sample_stats`` holds ``lp``, the log posterior
     density up to a constant (log-likelihood plus log prior, no Jacobian:
     not comparable with Stan's ``lp__``).  ``settings`` holds chains,

@@ -2,8 +2,9 @@
 
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
-:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.pooled`,
-:mod:`~pyrater.models.hierarchical`), each registering its class;
+:mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.ordinal`,
+:mod:`~pyrater.models.pooled`, :mod:`~pyrater.models.hierarchical`,
+:mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
 :mod:`pyrater.data`.
@@ -27,7 +28,10 @@ from .dawid_skene import DawidSkene, simulate_dawid_skene
 from .hierarchical import HierarchicalDawidSkene, simulate_hierarchical
 from .class_conditional import ClassConditionalDawidSkene, class_conditional_theta, simulate_class_conditional
 from .homogeneous import HomogeneousDawidSkene, simulate_homogeneous
+from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
+from .ordinal import Ordinal, ordinal_parameters, ordinal_theta, simulate_ordinal
+from .mace import MACE, mace_parameters, mace_theta, simulate_mace
 from .pooled import PooledDawidSkene, simulate_pooled
 
 # isort: on
@@ -42,7 +46,10 @@ __all__ = [
     "HierarchicalDawidSkene",
     "ClassConditionalDawidSkene",
     "HomogeneousDawidSkene",
+    "ItemDifficulty",
     "OneCoinDawidSkene",
+    "Ordinal",
+    "MACE",
     "PooledDawidSkene",
     "Model",
     "ModelFamily",
@@ -59,8 +66,15 @@ __all__ = [
     "simulate_class_conditional",
     "simulate_hierarchical",
     "simulate_homogeneous",
+    "simulate_item_difficulty",
     "simulate_one_coin",
+    "simulate_mace",
     "simulate_pooled",
     "class_conditional_theta",
     "one_coin_theta",
+    "mace_theta",
+    "mace_parameters",
+    "simulate_ordinal",
+    "ordinal_theta",
+    "ordinal_parameters",
 ]

@@ -108,6 +108,8 @@ class ModelFamily:
     simulator : callable
         ``simulator(n_items, n_raters, n_categories, ..., seed=...)``, a
         :class:`~pyrater.Simulation` from the family (set by its module).
+    item_level : bool
+        The family has per-item parameters (item_difficulty).
     k_params : tuple of str
         The simulator's arguments whose last axis has length K (what
         :func:`pyrater.simulate` reads K from when ``n_categories`` is not given).
@@ -121,6 +123,9 @@ class ModelFamily:
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder")
     conjugate: ClassVar[str | None] = None
     simulator: ClassVar[Callable[..., Any]]
+    #: True for a family with per-item parameters (item_difficulty): no per-rater error matrices give its
+    #: likelihood, and grouped data is expanded to items (:meth:`prepare_data`)
+    item_level: ClassVar[bool] = False
     k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ()
 
@@ -137,9 +142,41 @@ class ModelFamily:
         """Diagonal-heavy starting values of the Stan program's parameters besides ``pi``."""
         raise NotImplementedError
 
+    @classmethod
+    def from_stan_data(cls, data: dict[str, Any]) -> ModelFamily:
+        """The model whose program variant a Stan data dict selects (default: the default model)."""
+        return cls()
+
+    def stan_item_init(self, rng: np.random.Generator, I: int) -> dict[str, np.ndarray]:
+        """Starting values of per-item parameters for I items (none for the Dawid-Skene-type families)."""
+        return {}
+
+    def prepare_data(self, data: Any) -> Any:
+        """The data as the family's Stan program reads them (default: unchanged; see item_difficulty)."""
+        return data
+
     def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray] | None:
         """Stan parameters at a mode found by EM (``pi`` (K,), ``theta`` (J, K, K)), or None."""
         return None
+
+    # ------------------------------------------------- EM hooks of a family without a conjugate M-step
+    # (``conjugate`` None and "em" in ``methods``: :func:`pyrater.em` maximises over a flat vector x
+    # of the family's rater parameters; see :class:`pyrater.models.Ordinal`)
+    def em_start(self, K: int, J: int) -> np.ndarray:
+        """EM's starting parameters x (a flat float array)."""
+        raise NotImplementedError
+
+    def em_m_step(self, x: np.ndarray, N: np.ndarray, priors: dict | None) -> np.ndarray:
+        """New x maximising ``sum N[j, k, l] log theta[j, k, l]`` (+ log prior; None: ML), from ``x``."""
+        raise NotImplementedError
+
+    def em_theta(self, x: np.ndarray, K: int) -> np.ndarray:
+        """Error matrices (J, K, K) of parameters x."""
+        raise NotImplementedError
+
+    def em_log_prior(self, x: np.ndarray, priors: dict) -> float:
+        """Log prior density of x (every constant included)."""
+        raise NotImplementedError
 
     def __str__(self) -> str:
         fields = ", ".join(

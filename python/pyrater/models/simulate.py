@@ -27,6 +27,8 @@ class_conditional
     ``theta[j, k, k] = p[j, k]`` and ``theta[j, k, l] = (1 - p[j, k]) / (K - 1)``.
 one_coin
     ``theta[j, k, k] = p[j]`` and ``theta[j, k, l] = (1 - p[j]) / (K - 1)``.
+mace
+    ``theta[j, k, l] = competence[j] [k == l] + (1 - competence[j]) xi[j, l]``.
 hierarchical
     ``theta[j, k] = softmax(mu[k] + sigma[k] * raw[j, k])`` with
     ``raw ~ N(0, 1)``: every entry, diagonal and off-diagonal, varies by rater.
@@ -91,11 +93,11 @@ class Simulation:
         ``theta[j, k, l] = P(rater j says l | true class k)``.
     model : str
         Model name: ``"dawid_skene"``, ``"homogeneous"``,
-        ``"class_conditional"``, ``"one_coin"`` or ``"hierarchical"``.
+        ``"class_conditional"``, ``"one_coin"``, ``"mace"`` or ``"hierarchical"``.
     params : dict
         Model-specific truth: ``p`` (J, K) for the class-conditional model,
-        ``p`` (J,) for the one-coin model;
-        ``mu`` (K, K), ``sigma`` (K, K) and ``gamma`` (J, K, K) for the
+        ``p`` (J,) for the one-coin model, ``competence`` (J,) and ``xi``
+        (J, K) for MACE; ``mu`` (K, K), ``sigma`` (K, K) and ``gamma`` (J, K, K) for the
         hierarchical model; empty otherwise.
     """
 
@@ -364,7 +366,7 @@ def simulate(
     ----------
     model : str or model object
         ``"dawid_skene"``, ``"homogeneous"``, ``"class_conditional"``,
-        ``"one_coin"``, ``"hierarchical"``, or an object from :mod:`pyrater.models`.  A model
+        ``"one_coin"``, ``"mace"``, ``"hierarchical"``, or an object from :mod:`pyrater.models`.  A model
         object's priors (``alpha``, ``beta``, ``beta1``, ``beta2``) are used
         to draw the parameters not given.
     n_items, n_raters, n_categories, raters_per_item, repeats, seed
@@ -375,7 +377,8 @@ def simulate(
         this module's notes).
     **params
         Model parameters: ``pi`` and ``theta`` (dawid_skene, homogeneous),
-        ``p`` (class_conditional (J, K), one_coin (J,)), ``mu`` and ``sigma`` (hierarchical), and
+        ``p`` (class_conditional (J, K), one_coin (J,)), ``competence`` and ``xi`` (mace), ``mu`` and
+        ``sigma`` (hierarchical), and
         ``categories``.
 
     Returns

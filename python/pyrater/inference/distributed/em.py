@@ -513,7 +513,7 @@ def em(
         else:
             settled_params = None
         if it + 1 < max_iter:
-            pi, theta, empty = m_step_from_counts(n_k, N_flat, J, K, kind, prior)
+            pi, theta, empty = m_step_from_counts(n_k, N_flat, J, K, kind, prior, theta)
         iter_times.append(time.perf_counter() - t2)
     trace_arr = np.asarray(trace)
     obj_change = abs(trace_arr[-1] - trace_arr[-2]) / max(1.0, abs(trace_arr[-1])) if trace_arr.size > 1 else np.nan

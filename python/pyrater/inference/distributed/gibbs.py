@@ -286,14 +286,16 @@ def gibbs(
     S = draws // thin
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1; pooled m and s)
-    Jp = prior.p_rows(J, K)
+    Kp = prior.p_columns(K)  # parameters kept per row (class-conditional K, one-coin 1, MACE K + 1; pooled m and s)
+    Jp = prior.p_rows(J, K)  # rows: J, or K + 1 for the pooled model
     p_d = np.empty((chains, S, Jp, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_tot = np.empty((chains, S))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     pi = np.empty((chains, K))
     theta = np.empty((chains, Jt, K, K))
     p = np.empty((chains, Jp, Kp)) if Kp else np.empty((chains, 0, K))
+    for c in range(chains):  # the state MACE's parameter step starts from (the other kinds overwrite it)
+        _kern.init_state(prior.code, p[c])
     betas = [beta.copy() for _ in range(chains)]  # a chain may rewrite its prior (the pooled model's 1 + s m)
     shape, row = np.empty(K), np.empty(K)
     tag = f"pyrater-gibbs-{id(data):x}-{time.time_ns():x}"
@@ -345,10 +347,9 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    p_out = prior.reported_p(p_d) if Kp else None
-    if p_out is not None:
-        out.update(prior.reported(p_out))
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE), m and s (pooled)
+        out.update(prior.reported(p_d))
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if Kp else None)
     fit = DistributedGibbsFit(
         data=data,  # type: ignore[arg-type]
         model=model_obj,

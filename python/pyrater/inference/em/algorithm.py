@@ -24,6 +24,9 @@ M-step
     * one-coin: ``theta[j, k, k] = p[j]``, off-diagonal ``(1 - p[j]) / (K - 1)``, with
       ``p[j] = (sum_k N[j, k, k] + beta1 - 1) / (sum_{k, l} N[j, k, l] + beta1 + beta2 - 2)``
       (ML: drop the prior terms).
+    * MACE: ``theta[j, k, l] = c[j] [k == l] + (1 - c[j]) xi[j, l]``; ``c`` and ``xi`` from the same
+      counts by an inner EM over which diagonal ratings are spam, started from the current
+      estimate (:func:`pyrater.inference.em.steps.mace_m_step`): a generalised EM step.
     * pooled (MAP only): ``theta[j, k, l] ∝ N[j, k, l] + s[k] m[k, l]`` (the
       Dirichlet(1 + s m) prior), then the population rows ``m`` and
       concentrations ``s`` maximised given theta (a conditional M-step, ECM;
@@ -97,7 +100,7 @@ from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.em import EMFit
 from ...models import Model, get_model
-from ...models.kernels import soft_majority_vote
+from ...models.kernels import class_log_posterior, soft_majority_vote
 from .._numba import aligned_zeros, compile_for
 from .._numba import run as run_kernel
 from .compress import AUTO_COMPRESS_SHARE, compress_rows, may_compress
@@ -112,6 +115,7 @@ from .start import SEARCH_MAX_NNZ, check_init, search, search_starts
 from .steps import (
     FUSED_MAX_K,
     MapPrior,
+    NumericMStep,
     Problem,
     clamp_classes,
     class_order,
@@ -135,7 +139,7 @@ _FUSED_MIN_NNZ = 500_000
 def _run(
     prob: Problem,
     T: np.ndarray,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     tol: float,
     max_iter: int,
@@ -172,7 +176,7 @@ def _run(
         else:
             conv.reset_classes()
         if it + 1 < max_iter:
-            pi, theta, empty = m_step(prob, T, kind, prior, wT)
+            pi, theta, empty = m_step(prob, T, kind, prior, wT, theta)
     return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
 
 
@@ -315,7 +319,7 @@ class _FusedKernel:
 def _run_fused(
     prob: Problem,
     T: np.ndarray,
-    kind: str,
+    kind: str | NumericMStep,
     prior: MapPrior | None,
     tol: float,
     max_iter: int,
@@ -368,7 +372,7 @@ def _run_fused(
                 conv.reset_classes()
             if not last:
                 assert n_k is not None and N_flat is not None  # this pass ran with counts=True
-                pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
+                pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
     return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
@@ -409,15 +413,17 @@ def em(
         ``"dawid_skene"`` (a full error matrix per rater), ``"class_conditional"``
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
         ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
-        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``),
-        ``"pooled"`` (raters' rows around learned population rows; MAP only), or a model object from
+        accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), ``"mace"`` (competent
+        copies or spam, :class:`pyrater.MACE`), ``"pooled"`` (raters' rows around learned population
+        rows; MAP only), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
         on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
-        ``p[j]`` for the one-coin model).  MAP requires every
+        ``p[j]`` for the one-coin model; Beta on the competences and Dirichlet
+        on the spamming distributions for MACE).  MAP requires every
         hyperparameter to be >= 1 (otherwise the mode may not exist) and
         raises :class:`ValueError` if not.  With all hyperparameters equal to
         1, MAP equals ML.
@@ -550,7 +556,7 @@ def em(
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     model_obj = get_model(model)
-    kind = model_kind(model_obj)
+    kind: str | NumericMStep = model_kind(model_obj, numeric=True)
     check_int("n_restarts", n_restarts, 0)
     max_iter, tol, param_tol = check_stopping(max_iter, tol, param_tol)
     if compress not in (True, False, "auto"):
@@ -573,22 +579,38 @@ def em(
             "method='ml' is not available for the pooled model: its population rows m and concentrations s "
             "have no maximum-likelihood estimate apart from their priors; use method='map'"
         )
+    if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
+        kind = NumericMStep(model_obj, K, J, prior_values if prior is not None else None)
+        if prior is not None:
+            prior.numeric = kind
+        model_obj.priors(K, J)  # the family's checks of K (ML reads no prior)
     known_codes = data.known_codes(known)
 
     # ---- the problem EM iterates over (the user's data is never modified)
     counts = data.counts
     weight = data.weight.astype(float)
+    known_fit = known_codes
+    keep: np.ndarray | None = None
+    if np.any(weight <= 0):
+        # units of weight 0 (e.g. K-fold's held-out items) add nothing to the objective but would add
+        # 0 x (-inf) = NaN where a rating of theirs has probability 0: EM leaves them out (their class
+        # probabilities are computed at the estimate, below)
+        keep = np.flatnonzero(weight > 0)
+        counts, weight = counts[keep], weight[keep]
+        known_fit = None if known_codes is None else known_codes[keep]
+        if isinstance(init_checked, np.ndarray):
+            init_checked = init_checked[keep]
     first: np.ndarray | None = None
     inverse: np.ndarray | None = None  # set together with first
     # the compression check in one compiled pass where the numba kernels will run anyway
     check_kernel = load_fused() if backend != "scipy" and counts.nnz >= _FUSED_MIN_NNZ else None
     if compress is True or (
-        compress == "auto" and not data.is_grouped and I >= 4 and may_compress(counts, check_kernel)
+        compress == "auto" and not data.is_grouped and counts.shape[0] >= 4 and may_compress(counts, check_kernel)
     ):
-        comp = compress_rows(counts, weight, known_codes)
+        comp = compress_rows(counts, weight, known_fit)
         if comp is not None:
             first_c, inv_c = comp
-            if compress is True or first_c.size <= AUTO_COMPRESS_SHARE * I:
+            if compress is True or first_c.size <= AUTO_COMPRESS_SHARE * counts.shape[0]:
                 first, inverse = first_c, inv_c
     if first is not None:
         assert inverse is not None
@@ -598,7 +620,7 @@ def em(
             counts=counts[first],
             weight=w_c,
             unit_weights=bool(np.all(w_c == 1.0)),
-            known=None if known_codes is None else known_codes[first],
+            known=None if known_fit is None else known_fit[first],
             J=J,
             K=K,
         )
@@ -607,7 +629,7 @@ def em(
             counts=counts,
             weight=weight,
             unit_weights=bool(np.all(weight == 1.0)),
-            known=known_codes,
+            known=known_fit,
             J=J,
             K=K,
         )
@@ -719,6 +741,10 @@ def em(
             pi, theta, T = pi[order], theta[:, order, :], T[:, order]
             empty = None if empty is None else empty[:, order]
     class_probs = T[inverse] if inverse is not None else T
+    if keep is not None:  # every unit's class probabilities at the estimate, the left-out ones included
+        with np.errstate(divide="ignore"):
+            log_post, _ = class_log_posterior(data.counts, np.log(pi), np.log(theta), known=known_codes)
+        class_probs = np.exp(log_post)
     ll = res["log_lik"]
     return EMFit(
         data=data,

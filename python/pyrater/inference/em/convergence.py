@@ -96,7 +96,7 @@ class Convergence:
         }
 
 
-def not_converged_message(max_iter: int, detail: str, theta: np.ndarray, kind: str, ml: bool) -> str:
+def not_converged_message(max_iter: int, detail: str, theta: np.ndarray, kind: object, ml: bool) -> str:
     """The EMConvergenceWarning text: what stopped, and the way out that fits this estimate.
 
     A maximum-likelihood estimate with error-matrix entries at zero lies on the

@@ -69,6 +69,7 @@ __all__ = [
     "vote_shares",
     "pad_log_pi",
     "pad_log_theta",
+    "mace_inner",
 ]
 
 #: lanes of the class axis (the kernels support K <= KP)
@@ -471,3 +472,38 @@ def pad_log_pi(log_pi: np.ndarray) -> np.ndarray:
     out = np.full(KP, -np.inf)
     out[: log_pi.size] = log_pi
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def mace_inner(d, o_g, den, a1, c, xi, max_inner, tol):  # pragma: no cover - compiled
+    """MACE's inner EM (:func:`pyrater.inference.em.steps.mace_m_step`), one rater at a time.
+
+    ``d`` (J, K) diagonal counts, ``o_g`` (J, K) off-diagonal counts plus ``gamma - 1`` (0 for
+    ML), ``den`` (J,) the competence's denominator (``inf`` for a rater without ratings under a
+    flat prior), ``a1 = beta1 - 1`` (0 for ML); ``c`` (J,) and ``xi`` (J, K) hold the start and
+    receive the result.  Each rater iterates until its largest change is at most ``tol`` or for
+    ``max_inner`` steps: the same steps as the NumPy loop, which drops converged raters.
+    """
+    J, K = d.shape
+    spam = np.empty(K)
+    for j in range(J):
+        for _ in range(max(1, max_inner)):
+            cj = c[j]
+            competent = 0.0
+            s_tot = 0.0
+            for l in range(K):
+                sd = (1.0 - cj) * xi[j, l]
+                den_l = cj + sd
+                s = d[j, l] * (sd / den_l) if den_l > 0.0 else 0.0
+                competent += d[j, l] - s
+                spam[l] = o_g[j, l] + s
+                s_tot += spam[l]
+            c_new = (competent + a1) / den[j]
+            change = abs(c_new - cj)
+            for l in range(K):
+                x = spam[l] / s_tot if s_tot > 0.0 else 1.0 / K
+                change = max(change, abs(x - xi[j, l]))
+                xi[j, l] = x
+            c[j] = c_new
+            if change <= tol:
+                break

@@ -7,6 +7,7 @@ M-step
     expected counts ``N = C.T @ (w T)`` and class totals ``n_k``
     (:func:`expected_counts`), then the estimates of the model's family
     from them (:func:`m_step_from_counts`; ML, or MAP with :class:`MapPrior`).
+    MACE's M-step is itself an inner EM on these counts (:func:`mace_m_step`).
 
 :class:`Problem` is what EM iterates over: a RatingData compiled once into
 its count matrix, unit weights and known classes (possibly compressed to
@@ -26,6 +27,7 @@ from scipy.special import digamma, gammaln, xlog1py, xlogy
 
 from ...models import Model
 from ...models.kernels import _clamp_known, log_joint, log_theta_matrix
+from ...models.mace import mace_parameters, mace_theta
 
 try:  # the C routine behind ``csr_matrix @ dense``; lets the E-step reuse its output buffer
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
@@ -37,10 +39,12 @@ __all__ = [
     "MapPrior",
     "map_prior",
     "model_kind",
+    "NumericMStep",
     "e_step",
     "expected_counts",
     "m_step",
     "m_step_from_counts",
+    "mace_m_step",
     "clamp_classes",
     "class_order",
     "normalise_rows_in_place",
@@ -50,6 +54,9 @@ __all__ = [
 
 #: the fused kernel pads the class axis to 8 SIMD lanes
 FUSED_MAX_K = 8
+#: MACE's M-step: at most this many inner EM steps per outer iteration, stopping at this parameter change
+MACE_INNER_MAX = 50
+MACE_INNER_TOL = 1e-10
 
 
 def load_fused() -> Any:
@@ -174,8 +181,10 @@ class MapPrior:
     kind: str
     alpha: np.ndarray  # (K,)
     beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous, (K, K) pooled (prior on m)
-    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin, () pooled (shape of s)
+    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin and MACE, () pooled (shape of s)
     beta2: np.ndarray | None = None
+    numeric: NumericMStep | None = None  # the family's own M-step (kind "numeric"): its parameters' prior
+    gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
     pooled: PooledState | None = None
     pooled_update: str = "mode"
 
@@ -219,6 +228,15 @@ class MapPrior:
         elif self.kind == "homogeneous":
             assert self.beta is not None
             lp += _log_dirichlet(theta[0], self.beta)
+        elif self.kind == "numeric":  # the prior of the family's parameters at its last M-step (theta's source)
+            assert self.numeric is not None
+            lp += self.numeric.log_prior()
+        elif self.kind == "mace":  # competence[j] ~ Beta(beta1, beta2), xi[j] ~ Dirichlet(gamma)
+            assert self.beta1 is not None and self.beta2 is not None and self.gamma is not None
+            c, xi = mace_parameters(theta, self.gamma)
+            c1, c2 = float(self.beta1), float(self.beta2)
+            lp += float(np.sum(gammaln(c1 + c2) - gammaln(c1) - gammaln(c2) + xlogy(c1 - 1, c) + xlog1py(c2 - 1, -c)))
+            lp += _log_dirichlet(xi, self.gamma[None, :])
         else:
             assert self.beta1 is not None and self.beta2 is not None  # set for the accuracy kinds
             K = pi.size
@@ -270,7 +288,7 @@ def class_order(pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     """The posterior-mode hyperparameters of ``model`` (each checked >= 1) and its resolved priors."""
-    kind = model_kind(model)
+    kind = model_kind(model, numeric=True)
     pri = model.priors(K, J)
     _check_at_least_one("alpha", pri["alpha"], model)
     if kind == "pooled":  # the Dirichlet(1 + s m) of the raters' rows needs no check (all above 1)
@@ -278,23 +296,66 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
         update = str(getattr(model, "em_update", None) or "mode")
         prior = MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"])
         return dataclasses.replace(prior, pooled_update=update).fresh(), pri
-    if kind in ("class_conditional", "one_coin"):
+    if kind == "numeric":
+        return MapPrior(kind, pri["alpha"]), pri
+    if kind in ("class_conditional", "one_coin", "mace"):
         _check_at_least_one("beta1", pri["beta1"], model)
         _check_at_least_one("beta2", pri["beta2"], model)
-        return MapPrior(kind, pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"]), pri
+        if kind == "mace":
+            _check_at_least_one("gamma", pri["gamma"], model)
+        return MapPrior(kind, pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"], gamma=pri.get("gamma")), pri
     _check_at_least_one("beta", pri["beta"], model)
     return MapPrior(kind, pri["alpha"], beta=pri["beta"]), pri
 
 
-def model_kind(model: Model) -> str:
-    """The conjugate structure EM uses for ``model`` (:attr:`pyrater.models.ModelFamily.conjugate`)."""
+def model_kind(model: Model, numeric: bool = False) -> str:
+    """The conjugate structure EM uses for ``model`` (:attr:`pyrater.models.ModelFamily.conjugate`).
+
+    With ``numeric``, a family without one that lists ``"em"`` among its
+    methods gives ``"numeric"``: its M-step is its own numerical maximisation
+    (:class:`NumericMStep`; in-memory EM only).
+    """
+    if model.conjugate is None and numeric and "em" in model.methods:
+        return "numeric"
+    if model.conjugate is None and "em" in model.methods:
+        raise ValueError(
+            f"the {model.title} model's M-step is a numerical maximisation, run by in-memory EM only; fit "
+            "in-memory data (a RatingData or pandas DataFrame) with pyrater.em or pyrater.fit(..., method='em')"
+        )
     if model.conjugate is None:
         raise ValueError(
             f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
             f"its methods {model.methods} (e.g. pyrater.fit(..., method='mcmc')), or use model='dawid_skene', "
-            "'class_conditional', 'homogeneous' or 'one_coin' with EM"
+            "'class_conditional', 'homogeneous', 'one_coin', 'mace' or 'pooled' with EM"
         )
     return model.conjugate
+
+
+class NumericMStep:
+    """The M-step of a family without a closed form, by its own hooks (``em_m_step`` ...).
+
+    Holds the family's current parameters ``x`` (each M-step starts from the
+    last one); passed where EM passes its ``kind``.
+    """
+
+    def __init__(self, model: Model, K: int, J: int, priors: dict | None) -> None:
+        self.model, self.K, self.J = model, K, J
+        self.priors = priors  # None: maximum likelihood
+        self.x = np.asarray(model.em_start(K, J), dtype=float)
+
+    def __call__(self, N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Theta (J, K, K) and the empty-row mask (J, K) from expected counts ``N`` (J, k, l)."""
+        self.x = self.model.em_m_step(self.x, np.ascontiguousarray(N), self.priors)
+        theta = self.model.em_theta(self.x, self.K)
+        empty = np.zeros((self.J, self.K), dtype=bool)
+        if self.priors is None:  # raters without any expected count: parameters left at their start
+            empty[np.einsum("jkl->j", N) <= 0] = True
+        return theta, empty
+
+    def log_prior(self) -> float:
+        """Log prior density of the current parameters."""
+        assert self.priors is not None
+        return self.model.em_log_prior(self.x, self.priors)
 
 
 def _normalise(num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -324,7 +385,13 @@ def expected_counts(prob: Problem, T: np.ndarray, wT: np.ndarray | None) -> tupl
 
 
 def m_step_from_counts(
-    n_k: np.ndarray, N_flat: np.ndarray, J: int, K: int, kind: str, prior: MapPrior | None
+    n_k: np.ndarray,
+    N_flat: np.ndarray,
+    J: int,
+    K: int,
+    kind: str | NumericMStep,
+    prior: MapPrior | None,
+    theta_prev: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pi (K,), theta (J, K, K) and the empty-row mask (J, K) from expected counts.
 
@@ -336,15 +403,21 @@ def m_step_from_counts(
         ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
         it is not modified).
     J, K : int
-    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin"}
+    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "pooled"} or NumericMStep
     prior : MapPrior or None
         MAP hyperparameters; None for ML.
+    theta_prev : array (J, K, K), optional
+        The current error matrices: MACE's M-step (an inner EM, see
+        :func:`mace_m_step`) starts from them, which makes every outer
+        iteration a generalised EM step.  Unused by the other kinds.
     """
     N = np.reshape(N_flat, (J, K, K)).transpose(0, 2, 1)  # (J, k, l)
     if prior is not None:
         n_k = n_k + (prior.alpha - 1.0)
     pi, _ = _normalise(n_k)
-    if kind == "pooled":  # ECM: theta given (m, s) (Dirichlet(1 + s m): add s m), then (m, s) given theta
+    if isinstance(kind, NumericMStep):
+        theta, empty = kind(N)
+    elif kind == "pooled":  # ECM: theta given (m, s) (Dirichlet(1 + s m): add s m), then (m, s) given theta
         if prior is None or prior.pooled is None:
             raise ValueError("the pooled model's EM is a posterior mode (method='map'): its m and s need their priors")
         st = prior.pooled
@@ -356,8 +429,7 @@ def m_step_from_counts(
                 target = np.exp(digamma(post) - digamma(post.sum(-1, keepdims=True)))
             st.m, st.s = pooled_hyper_mode(target, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
         theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
-        return pi, theta, empty
-    if kind == "dawid_skene":
+    elif kind == "dawid_skene":
         if prior is not None:
             assert prior.beta is not None  # a prior of this kind (map_prior)
             N = N + (prior.beta - 1.0)
@@ -382,6 +454,11 @@ def m_step_from_counts(
         theta = np.repeat(np.repeat(((1.0 - p) / (K - 1))[:, None, None], K, axis=1), K, axis=2)
         theta[:, np.arange(K), np.arange(K)] = p[:, None]
         empty = np.repeat(none[:, None], K, axis=1)
+    elif kind == "mace":
+        start = None if theta_prev is None else mace_parameters(theta_prev, None if prior is None else prior.gamma)
+        c, xi, none = mace_m_step(N, prior, start)
+        theta = mace_theta(c, xi)
+        empty = np.repeat(none[:, None], K, axis=1)
     else:  # class-conditional
         diag = N[:, np.arange(K), np.arange(K)]  # (J, K)
         tot = N.sum(axis=2)
@@ -396,12 +473,130 @@ def m_step_from_counts(
     return pi, theta, empty
 
 
+def mace_m_step(
+    N: np.ndarray,
+    prior: MapPrior | None,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
+    max_inner: int = MACE_INNER_MAX,
+    tol: float = MACE_INNER_TOL,
+    use_numba: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MACE's M-step from the Dawid-Skene expected counts: an inner EM over the spam indicators.
+
+    A rating that differs from the true class is spam for sure; a rating
+    ``l`` of an item of class ``l`` is spam with probability
+    ``r_l = (1 - c) xi_l / (c + (1 - c) xi_l)``.  So with ``d_l = N[j, l, l]``
+    and ``o_l = sum_{k != l} N[j, k, l]`` the expected complete-data counts
+    are ``spam_l = o_l + r_l d_l`` and ``competent = sum_l (1 - r_l) d_l``,
+    and the inner update is
+
+        c  = (competent + beta1 - 1) / (sum_l (d_l + o_l) + beta1 + beta2 - 2)
+        xi = (spam + gamma - 1) / (sum_l spam_l + sum_l gamma_l - K)
+
+    (ML: no prior terms).  Each inner step increases the expected
+    complete-data objective of the outer EM (it is itself an EM step for that
+    objective), so started from the current parameters any number of inner
+    steps makes the outer iteration a generalised EM step: the outer objective
+    never decreases.  The inner loop runs to ``tol`` (largest parameter
+    change) or ``max_inner`` steps, vectorised over raters.
+
+    Parameters
+    ----------
+    N : array (J, K, K)
+        Expected counts ``N[j, k, l]`` (true class k, rating l).
+    prior : MapPrior or None
+        MAP hyperparameters (``beta1``, ``beta2``, ``gamma``); None for ML.
+    start : (competence (J,), xi (J, K)), optional
+        Where the inner EM starts (the current parameters); default 0.5 and uniform.
+    max_inner, tol : int, float
+        Inner steps at most, and the parameter change at which a rater stops.
+    use_numba : bool
+        The compiled loop (:func:`pyrater.inference.em.kernel.mace_inner`) when numba
+        imports; otherwise, or with False, the same steps in NumPy.
+
+    Returns
+    -------
+    competence : array (J,)
+    xi : array (J, K)
+    empty : bool array (J,)
+        Raters without ratings (their matrices are uniform: competence 0, xi uniform).
+    """
+    J, K, _ = N.shape
+    idx = np.arange(K)
+    d = np.ascontiguousarray(N[:, idx, idx])  # (J, K) ratings l of items of class l
+    o = np.einsum("jkl->jl", N) - d  # (J, K) ratings l of other classes: spam for sure
+    tot = d.sum(axis=1) + o.sum(axis=1)
+    a1 = a2 = 0.0
+    g = np.zeros(K)
+    if prior is not None:
+        assert prior.beta1 is not None and prior.beta2 is not None and prior.gamma is not None
+        a1, a2, g = float(prior.beta1) - 1.0, float(prior.beta2) - 1.0, prior.gamma - 1.0
+    empty = tot <= 0
+    if start is None:
+        c, xi = np.full(J, 0.5), np.full((J, K), 1.0 / K)
+    else:
+        c, xi = np.array(start[0], dtype=float), np.array(start[1], dtype=float)
+    c_den = tot + (a1 + a2)
+    c_den[c_den <= 0] = np.inf  # no ratings and a flat prior: competence 0 (then fixed below)
+    kernel = load_fused() if use_numba else None
+    if kernel is not None:  # one compiled loop per rater
+        from ...models._fused import run  # numba imports (load_fused said so)
+
+        o_g = np.ascontiguousarray(o + g)
+        run(kernel.mace_inner, np.ascontiguousarray(d), o_g, c_den, float(a1), c, xi, int(max_inner), float(tol))
+    else:
+        _mace_inner_numpy(d, o + g, c_den, a1, c, xi, max_inner, tol)
+    c[empty] = 0.0
+    xi[empty] = 1.0 / K
+    return c, xi, empty
+
+
+def _mace_inner_numpy(
+    d: np.ndarray,
+    o_g: np.ndarray,
+    c_den: np.ndarray,
+    a1: float,
+    c: np.ndarray,
+    xi: np.ndarray,
+    max_inner: int,
+    tol: float,
+) -> None:
+    """The inner EM of :func:`mace_m_step` in NumPy (``c``, ``xi`` updated in place), vectorised over raters.
+
+    The raters still moving stay in the loop: a converged rater's parameters stop changing,
+    exactly as in the compiled loop :func:`pyrater.inference.em.kernel.mace_inner`.
+    """
+    K = d.shape[1]
+    active = np.arange(d.shape[0])
+    d_a, o_a, den_a = d, o_g, c_den
+    for _ in range(max(1, max_inner)):
+        c_a, xi_a = c[active], xi[active]
+        sd = (1.0 - c_a)[:, None] * xi_a  # (1 - c) xi_l: the spam share of a rating l
+        den = c_a[:, None] + sd
+        s = d_a * np.divide(sd, den, out=np.zeros_like(sd), where=den > 0)  # expected spam among the diagonal
+        spam = o_a + s
+        c_new = (np.einsum("jl->j", d_a - s) + a1) / den_a
+        s_tot = np.einsum("jl->j", spam)[:, None]
+        xi_new = np.divide(spam, s_tot, out=np.full_like(spam, 1.0 / K), where=s_tot > 0)
+        moved = np.maximum(np.abs(c_new - c_a), np.max(np.abs(xi_new - xi_a), axis=1)) > tol
+        c[active], xi[active] = c_new, xi_new
+        if not moved.any():
+            break
+        if not moved.all():
+            active, d_a, o_a, den_a = active[moved], d_a[moved], o_a[moved], den_a[moved]
+
+
 def m_step(
-    prob: Problem, T: np.ndarray, kind: str, prior: MapPrior | None, wT: np.ndarray | None
+    prob: Problem,
+    T: np.ndarray,
+    kind: str | NumericMStep,
+    prior: MapPrior | None,
+    wT: np.ndarray | None,
+    theta_prev: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pi (K,), theta (J, K, K) and the empty-row mask (J, K) from class probabilities T."""
     n_k, N_flat = expected_counts(prob, T, wT)
-    return m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior)
+    return m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta_prev)
 
 
 def _log_joint_into(

@@ -36,7 +36,13 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
    * 3, one-coin: ``p[j] ~ Beta(beta1 + sum_k N[j, k, k],
      beta2 + sum_k sum_{l != k} N[j, k, l])``, ``theta[j, k, k] = p[j]``,
      ``theta[j, k, l] = (1 - p[j]) / (K - 1)``;
-   * 4, pooled: the Dawid-Skene draw with ``beta[j, k] = 1 + s[k] m[k]``, then
+   * 4, MACE: the spam part of each diagonal count is drawn first,
+     ``s[j, l] ~ Binomial(N[j, l, l], r)`` with ``r = (1 - c[j]) xi[j, l] /
+     (c[j] + (1 - c[j]) xi[j, l])`` (a rating different from the true class is
+     spam for sure), then ``c[j] ~ Beta(beta1 + sum_l (N[j, l, l] - s[j, l]),
+     beta2 + spam)`` and ``xi[j] ~ Dirichlet(gamma + spam counts by rating)``;
+     ``theta[j, k, l] = c[j] [k == l] + (1 - c[j]) xi[j, l]``.
+   * 5, pooled: the Dawid-Skene draw with ``beta[j, k] = 1 + s[k] m[k]``, then
      the population rows ``m[k]`` and concentrations ``s[k]`` given theta by
      slice sampling (:func:`pooled_hyper_step`), which rewrites ``beta``.
 
@@ -68,12 +74,14 @@ __all__ = [
     "CLASS_CONDITIONAL",
     "HOMOGENEOUS",
     "ONE_COIN",
+    "MACE",
     "POOLED",
+    "init_state",
     "pooled_hyper_step",
     "pooled_hyper_log_target",
 ]
 
-DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, POOLED = 0, 1, 2, 3, 4
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, MACE, POOLED = 0, 1, 2, 3, 4, 5
 #: slice-sampling updates of every coordinate of the pooled model's (log s[k], alr m[k]) per sweep
 POOLED_SLICE_ROUNDS = 3
 #: lanes of the class axis in the z step (the kernel supports K <= KP)
@@ -713,6 +721,23 @@ def pooled_hyper_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pra
 
 
 @numba.njit(cache=True, nogil=True)
+def init_state(kind, p):  # pragma: no cover - compiled
+    """The per-rater state ``p`` (J, columns) a chain starts from: MACE competence 0.5, xi uniform.
+
+    Only MACE's parameter step reads its previous state (to split the diagonal
+    counts into competent and spam ratings); the other kinds overwrite ``p``.
+    """
+    J, cols = p.shape
+    for j in range(J):
+        for m in range(cols):
+            p[j, m] = 0.0
+        if kind == MACE:
+            p[j, 0] = 0.5
+            for m in range(1, cols):
+                p[j, m] = 1.0 / (cols - 1)
+
+
+@numba.njit(cache=True, nogil=True)
 def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row):  # pragma: no cover
     """Step 2 of a sweep: pi, theta (and p) from their conditionals given the counts."""
     for k in range(K):
@@ -738,6 +763,35 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
             _dirichlet_into(rng, shape, row)
             for l in range(K):
                 theta[0, k, l] = row[l]
+    elif kind == MACE:  # p (J, K + 1): competence in column 0, xi after it; beta[0, 0] = gamma (K,)
+        for j in range(J):
+            c = p[j, 0]
+            competent = 0.0
+            spam = 0.0
+            for l in range(K):
+                n_d = int(N[j * K + l, l] + 0.5)  # ratings l of items of class l (integer counts given z)
+                off = 0.0
+                for k in range(K):
+                    if k != l:
+                        off += N[j * K + l, k]
+                sd = (1.0 - c) * p[j, 1 + l]
+                r = sd / (c + sd) if sd > 0.0 else 0.0
+                s = 0
+                if n_d > 0 and r > 0.0:
+                    s = n_d if r >= 1.0 else rng.binomial(n_d, r)
+                competent += n_d - s
+                spam += off + s
+                shape[l] = beta[0, 0, l] + off + s
+            _dirichlet_into(rng, shape, row)
+            a = rng.gamma(beta1[0] + competent, 1.0)
+            b = rng.gamma(beta2[0] + spam, 1.0)
+            cj = a / (a + b) if a + b > 0.0 else (1.0 if beta1[0] >= beta2[0] else 0.0)
+            p[j, 0] = cj
+            for l in range(K):
+                p[j, 1 + l] = row[l]
+            for k in range(K):
+                for l in range(K):
+                    theta[j, k, l] = (1.0 - cj) * row[l] + (cj if l == k else 0.0)
     elif kind == ONE_COIN:  # beta1, beta2: the scalar prior in entry 0; p (J, 1)
         for j in range(J):
             right = 0.0
@@ -813,13 +867,15 @@ def run_chain(
     known : int64 array (I,) or empty
         Known class code per unit, -1 unknown.
     kind : int
-        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS` or :data:`ONE_COIN`.
+        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS`, :data:`ONE_COIN`, :data:`MACE` or
+        :data:`POOLED`.
     K : int
     alpha : float64 (K,)
-    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous), (J + 1, K, K) (pooled: the
-        raters' ``1 + s m``, a working copy the chain rewrites, then the prior on ``m``), or unused
-    beta1, beta2 : float64 (K,) (class-conditional; one-coin: the scalar prior in entry 0; pooled: the
-        Gamma shape and rate of ``s``), or unused
+    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous; MACE: gamma in ``beta[0, 0]``),
+        (J + 1, K, K) (pooled: the raters' ``1 + s m``, a working copy the chain rewrites, then the
+        prior on ``m``), or unused
+    beta1, beta2 : float64 (K,) (class-conditional; one-coin and MACE: the scalar prior in entry 0;
+        pooled: the Gamma shape and rate of ``s``), or unused
     N0 : float64 (J*K, K), n0 : float64 (K,)
         Counts of a starting class assignment (overwritten: the working counts).
     n_warmup, n_sweeps, thin : int
@@ -829,8 +885,9 @@ def run_chain(
         The chain's random stream.
     pi_out : float64 (n_keep, K)
     theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
-    p_out : float64 (n_keep, J, K) (class-conditional), (n_keep, J, 1) (one-coin), (n_keep, K + 1, K)
-        (pooled: ``m`` then ``s``) or empty
+    p_out : float64 (n_keep, J, K) (class-conditional), (n_keep, J, 1) (one-coin),
+        (n_keep, J, K + 1) (MACE: competence, then xi), (n_keep, K + 1, K) (pooled: ``m`` then ``s``)
+        or empty
     ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
     ll_total_out : float64 (n_keep,)
         ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
@@ -855,8 +912,9 @@ def run_chain(
     Jt = theta_out.shape[1]
     pi = np.empty(K)
     theta = np.empty((Jt, K, K))
-    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == POOLED
+    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == MACE or kind == POOLED  # parameters kept in p
     p = np.empty((p_out.shape[1], p_out.shape[2])) if has_p else np.empty((0, K))
+    init_state(kind, p)
     shape = np.empty(K)
     row = np.empty(K)
     log_pi = np.full(max(K, KP), -np.inf)  # lanes k >= K stay -inf

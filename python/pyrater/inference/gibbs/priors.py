@@ -4,10 +4,11 @@ The priors are exactly those of the Stan programs (resolved by the model
 object, :meth:`pyrater.models.DawidSkene.priors` and friends):
 ``pi ~ Dirichlet(alpha)``; Dawid-Skene ``theta[j, k] ~ Dirichlet(beta[j, k])``;
 homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
-``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``.  All are conjugate given the true
-classes, which is what the Gibbs sampler uses.  Pooled: ``theta[j, k] ~ Dirichlet(1 + s[k] m[k])``,
-``m[k] ~ Dirichlet(beta[k])``, ``s[k] ~ Gamma(s_shape, s_rate)``: conjugate given the true classes
-and ``(m, s)``, which the sampler updates given theta by slice sampling.
+``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``; MACE
+``competence[j] ~ Beta(beta1, beta2)``, ``xi[j] ~ Dirichlet(gamma)``.  All are conjugate given the true
+classes (MACE given also which ratings are spam), which is what the Gibbs sampler uses.  Pooled:
+``theta[j, k] ~ Dirichlet(1 + s[k] m[k])``, ``m[k] ~ Dirichlet(beta[k])``, ``s[k] ~ Gamma(s_shape, s_rate)``:
+conjugate given the true classes and ``(m, s)``, which the sampler updates given theta by slice sampling.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "pooled"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled"}
     alpha : array (K,)
     beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous; pooled: the prior on ``m``) or None
-    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin; pooled: the Gamma
+    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin, MACE; pooled: the Gamma
         shape and rate of ``s``) or None
     values : dict
         The model's resolved priors (what a fit reports).
@@ -47,6 +48,7 @@ class ConjugatePrior:
     beta2: np.ndarray | None
     values: dict
     n_raters: int = 0
+    gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
 
     @property
     def code(self) -> int:
@@ -56,30 +58,35 @@ class ConjugatePrior:
             "class_conditional": _kern.CLASS_CONDITIONAL,
             "homogeneous": _kern.HOMOGENEOUS,
             "one_coin": _kern.ONE_COIN,
+            "mace": _kern.MACE,
             "pooled": _kern.POOLED,
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
-        """Columns of the accuracies ``p`` the kernel keeps per rater: K (class-conditional), 1 (one-coin), 0.
+        """Columns of the parameters ``p`` the kernel keeps per row (class-conditional K, one-coin 1, MACE K + 1).
 
-        The pooled model's kernel keeps ``m`` and ``s`` there: K columns.
+        MACE keeps the competence in column 0 and xi after it; the pooled model's kernel keeps ``m``
+        and ``s`` there (K columns, see :meth:`p_rows`); the other kinds keep none (0).
         """
-        return {"class_conditional": K, "one_coin": 1, "pooled": K}.get(self.kind, 0)
+        return {"class_conditional": K, "one_coin": 1, "mace": K + 1, "pooled": K}.get(self.kind, 0)
 
     def p_rows(self, J: int, K: int) -> int:
         """Rows of the kernel's ``p``: J (a row per rater), K + 1 for the pooled model (``m``, then ``s``)."""
         return K + 1 if self.kind == "pooled" else J
 
     def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
-        """The model's own parameters from :meth:`reported_p`: ``p``, or the pooled model's ``m`` and ``s``."""
+        """The kernel's per-rater draws (..., J, columns) by the names and shapes a fit reports.
+
+        ``p`` (..., J, K) (class-conditional) or (..., J) (one-coin); MACE
+        ``competence`` (..., J) and ``xi`` (..., J, K); pooled (from its (..., K + 1, K)) ``m``
+        (..., K, K) and ``s`` (..., K).
+        """
         if self.kind == "pooled":
             K = p.shape[-1]
             return {"m": p[..., :K, :], "s": p[..., K, :]}
-        return {"p": p}
-
-    def reported_p(self, p: np.ndarray) -> np.ndarray:
-        """The kernel's accuracy draws (..., J, columns) as a fit reports them: (..., J, K), or (..., J) one-coin."""
-        return p[..., 0] if self.kind == "one_coin" else p
+        if self.kind == "mace":
+            return {"competence": p[..., 0], "xi": p[..., 1:]}
+        return {"p": p[..., 0] if self.kind == "one_coin" else p}
 
     def kernel_arrays(self, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``alpha``, ``beta`` as (J, K, K) or (1, K, K), ``beta1``, ``beta2`` (float64, C-contiguous)."""
@@ -95,6 +102,9 @@ class ConjugatePrior:
             beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
+        elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
+            assert self.gamma is not None
+            beta = f(np.broadcast_to(self.gamma, (1, 1, K)))
         else:
             beta = empty_beta
         if self.beta1 is None or self.beta2 is None:
@@ -120,11 +130,13 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
         raise ValueError(
             f"method={method!r} needs conditionally conjugate priors; the {model.title} model's priors are not "
             f"conjugate. Fit it with one of its methods {model.methods} (e.g. method='mcmc', NUTS in Stan), or use "
-            "model='dawid_skene', 'class_conditional', 'homogeneous' or 'one_coin'"
+            "model='dawid_skene', 'class_conditional', 'homogeneous', 'one_coin', 'mace' or 'pooled'"
         )
     pri = model.priors(K, J)
     if kind == "pooled":
         return ConjugatePrior(kind, pri["alpha"], pri["beta"], pri["s_shape"], pri["s_rate"], pri, n_raters=J)
+    if kind == "mace":
+        return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri, gamma=pri["gamma"])
     if kind in ("class_conditional", "one_coin"):
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri)
     return ConjugatePrior(kind, pri["alpha"], pri["beta"], None, None, pri)
@@ -151,6 +163,7 @@ def log_prior_density(
     pi : array (..., K)
     theta : array (..., J, K, K), or (..., K, K) for the homogeneous model
     p : array (..., J, K), class-conditional accuracies, or (..., J), one-coin accuracies
+        (or the kernel's (..., J, 1)), or MACE's (..., J, K + 1): competence, then xi
     max_block : int
         Values of theta (or p) per block.
 
@@ -192,6 +205,16 @@ def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -
     if prior.kind in ("dawid_skene", "homogeneous"):
         assert prior.beta is not None  # set for these kinds by conjugate_prior
         return lp + _log_dirichlet_rows(other, prior.beta, 1)
+    if prior.kind == "mace":  # other (n, J, K + 1): competence[j] ~ Beta(beta1, beta2), xi[j] ~ Dirichlet(gamma)
+        assert prior.gamma is not None and prior.beta1 is not None and prior.beta2 is not None
+        J = other.shape[1]
+        c1, c2 = float(prior.beta1), float(prior.beta2)
+        c, xi = other[..., 0], other[..., 1:]
+        lp = lp + J * float(gammaln(c1 + c2) - gammaln(c1) - gammaln(c2))
+        lp = lp + (xlogy(c1 - 1, c) + xlog1py(c2 - 1, -c)).sum(-1)
+        g = prior.gamma
+        lp = lp + J * float(gammaln(g.sum()) - gammaln(g).sum())
+        return lp + xlogy(np.broadcast_to(g - 1, xi.shape), xi).reshape(other.shape[0], -1).sum(-1)
     b1, b2 = prior.beta1, prior.beta2
     assert b1 is not None and b2 is not None  # set for the accuracy kinds by conjugate_prior
     b1, b2 = np.asarray(b1), np.asarray(b2)

@@ -1,8 +1,9 @@
 """Full Bayesian posterior at crowd scale: the blocked Gibbs sampler.
 
 Given the true classes z, the Dawid-Skene, class-conditional, one-coin and
-homogeneous models are conjugate (the pooled model given z and its population
-rows and concentrations, which a slice-sampling step updates given theta), so the sampler alternates
+homogeneous models are conjugate (MACE given also which ratings are spam, drawn
+first by a binomial split of each diagonal count; the pooled model given z and its
+population rows and concentrations, which a slice-sampling step updates given theta), so the sampler alternates
 
 * ``z_i | pi, theta, y``: a categorical draw per item from
   ``log pi_k + sum_{j, l} C[i, j*K + l] log theta[j, k, l]`` (grouped data:
@@ -13,6 +14,8 @@ rows and concentrations, which a slice-sampling step updates given theta), so th
 * ``theta[j, k, :] | z ~ Dirichlet(beta[j, k, :] + rating counts)``
   (class-conditional: ``p[j, k] ~ Beta(beta1_k + right, beta2_k + wrong)``;
   one-coin: ``p[j] ~ Beta(beta1 + right, beta2 + wrong)`` over all classes;
+  MACE: ``competence[j] ~ Beta(beta1 + competent, beta2 + spam)``,
+  ``xi[j] ~ Dirichlet(gamma + spam ratings by label)``;
   homogeneous: counts pooled over raters),
 
 with exactly the priors of the Stan programs.  A sweep costs one pass over
@@ -73,7 +76,8 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + K*K + K`` (pooled),
+(class-conditional), ``J*K*K + J`` (one-coin), ``J*K*K + J*(K + 1)`` (MACE) or
+``J*K*K + K*K + K`` (pooled),
 plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
@@ -187,7 +191,7 @@ def gibbs(
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
         ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
-        ``"one_coin"``, ``"pooled"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"one_coin"``, ``"mace"``, ``"pooled"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.
@@ -264,8 +268,8 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    Kp = prior.p_columns(K)  # accuracies kept per rater (class-conditional K, one-coin 1; pooled m and s)
-    Jp = prior.p_rows(J, K)
+    Kp = prior.p_columns(K)  # parameters kept per row (class-conditional K, one-coin 1, MACE K + 1; pooled m and s)
+    Jp = prior.p_rows(J, K)  # rows: J, or K + 1 for the pooled model
     per_draw = K + Jt * K * K + Jp * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
@@ -406,12 +410,11 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    p_out = prior.reported_p(p_d) if Kp else None
-    if p_out is not None:
-        out.update(prior.reported(p_out))
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE), m and s (pooled)
+        out.update(prior.reported(p_d))
     if keep_ll:
         out["log_lik"] = ll_d
-    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_out)
+    lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if Kp else None)
     fit = GibbsFit(
         data=data,
         model=model_obj,

@@ -1,7 +1,7 @@
 """Data and initial values for pyrater's Stan programs.
 
 Every program in ``stan/`` (``dawid_skene``, ``hierarchical``,
-``class_conditional``, ``homogeneous``, ``one_coin``) reads the same data layout, built
+``class_conditional``, ``homogeneous``, ``one_coin``, ``mace``) reads the same data layout, built
 here from a :class:`~pyrater.data.RatingData`:
 
 =================  ==========================  =========================================
@@ -20,7 +20,9 @@ name               type                        meaning
 ``beta``           float (J, K, K) or (K, K)   Dirichlet prior on error-matrix rows
                                                (Dawid-Skene; homogeneous)
 ``beta1, beta2``   float array (K,) or float   Beta prior on accuracies (class-conditional
-                                               (K,); one-coin, scalars)
+                                               (K,); one-coin, scalars); on competences (MACE)
+``gamma``          float array (K,)            Dirichlet prior on spamming distributions (MACE)
+(item_difficulty)  see its program             variant switches and priors
 ``write_log_lik``  int 0/1                     write the per-unit ``log_lik``
 =================  ==========================  =========================================
 
@@ -43,10 +45,12 @@ from ..._validation import check_int
 from ...data.ratings import RatingData
 from ...models import MODEL_NAMES, Model, get_model
 
-__all__ = ["stan_data", "stan_inits", "STAN_MODEL_NAMES"]
+__all__ = ["stan_data", "stan_inits", "data_inits", "STAN_MODEL_NAMES", "ERROR_MATRIX_MODEL_NAMES"]
 
 #: Names of the Stan programs (``stan/<name>.stan``): the families fitted by NUTS.
 STAN_MODEL_NAMES: tuple[str, ...] = tuple(name for name in MODEL_NAMES if "mcmc" in get_model(name).methods)
+#: The Stan programs of the Dawid-Skene-type families: per-rater error matrices, any K (all but item_difficulty).
+ERROR_MATRIX_MODEL_NAMES: tuple[str, ...] = tuple(name for name in STAN_MODEL_NAMES if not get_model(name).item_level)
 
 
 def _model(model: Model | str) -> Model:
@@ -105,6 +109,11 @@ def stan_data(
     if not isinstance(data, RatingData):
         raise TypeError(f"data must be a RatingData (see pyrater.as_rating_data); got {type(data).__name__}")
     model = _model(model)
+    if model.item_level and data.is_grouped:
+        raise ValueError(
+            f"the {model.name} program has per-item parameters and reads one unit per item; expand grouped data "
+            "first with model.prepare_data(data) (pyrater.fit does this)"
+        )
     K, J, I = data.n_categories, data.n_raters, data.n_units
     counts = data.counts.tocsr(copy=True)
     counts.sum_duplicates()
@@ -151,7 +160,9 @@ def _known(known: np.ndarray | None, I: int, K: int) -> np.ndarray:
     return arr.astype(np.int64) + 1
 
 
-def stan_inits(model: Model | str, K: int, J: int, n: int, seed: int | None = None) -> list[dict[str, np.ndarray]]:
+def stan_inits(
+    model: Model | str, K: int, J: int, n: int, seed: int | None = None, n_items: int = 0
+) -> list[dict[str, np.ndarray]]:
     """Diagonal-heavy initial values, one dict per chain (or optimiser start).
 
     Every start has raters mostly right (``theta[j, k, k]`` between 0.6 and
@@ -168,14 +179,19 @@ def stan_inits(model: Model | str, K: int, J: int, n: int, seed: int | None = No
         Number of dicts (chains or optimiser starts).
     seed : int, optional
         Seed of the jitter; the same seed gives the same values.
+    n_items : int
+        Number of items (units), for a family with per-item parameters
+        (item_difficulty: near-average items, little guessing).
 
     Returns
     -------
     list of dict
         Keys are the Stan program's parameters: ``pi`` and ``theta``
         (Dawid-Skene ``(J, K, K)``, homogeneous ``(K, K)``); ``pi`` and
-        ``p`` ``(J, K)`` (class-conditional) or ``(J,)`` (one-coin); ``pi``, ``mu`` ``(K, K)``,
-        ``sigma`` ``(K, K)`` and ``gamma_raw`` ``(J, K, K)`` (hierarchical).
+        ``p`` ``(J, K)`` (class-conditional) or ``(J,)`` (one-coin); ``pi``, ``competence``
+        ``(J,)`` and ``xi`` ``(J, K)`` (MACE); ``pi``, ``mu`` ``(K, K)``,
+        ``sigma`` ``(K, K)`` and ``gamma_raw`` ``(J, K, K)`` (hierarchical);
+        rater, scale and item parameters (item_difficulty).
     """
     model = _model(model)
     for name, value, low in (("K", K, 2), ("J", J, 1), ("n", n, 1)):
@@ -184,5 +200,11 @@ def stan_inits(model: Model | str, K: int, J: int, n: int, seed: int | None = No
     out = []
     for _ in range(n):
         pi = rng.dirichlet(np.full(K, 50.0))
-        out.append({"pi": pi / pi.sum(), **model.stan_init(rng, K, J)})
+        out.append({"pi": pi / pi.sum(), **model.stan_init(rng, K, J), **model.stan_item_init(rng, n_items)})
     return out
+
+
+def data_inits(model_name: str, data: dict[str, Any], n: int, seed: int | None = None) -> list[dict[str, np.ndarray]]:
+    """:func:`stan_inits` for the program variant and sizes a Stan data dict (from :func:`stan_data`) selects."""
+    model = type(_model(model_name)).from_stan_data(data)
+    return stan_inits(model, int(data["K"]), int(data["J"]), n, seed, n_items=int(data["I"]))

@@ -16,6 +16,7 @@ import numpy as np
 from ..._stacklevel import user_stacklevel
 from ..._validation import GIB, check_int, check_memory, memory_limit
 from ...data.ratings import RatingData
+from ...fits.item_difficulty import fit_class
 from ...fits.mcmc import MCMCFit
 from ...fits.optimize import OptimizeFit
 from ...fits.pathfinder import PathfinderFit
@@ -29,6 +30,23 @@ __all__ = ["sample", "optimize", "pathfinder", "check_inits", "check_draws_memor
 MAX_ITERATIONS = 2**31 - 1
 
 
+def prepare_data(data: RatingData, model: Model, known: np.ndarray | None) -> RatingData:
+    """The data as ``model``'s program reads them (item_difficulty: grouped patterns expanded to items).
+
+    Raises
+    ------
+    ValueError
+        Known classes given per pattern of grouped data that has to be expanded.
+    """
+    prepared = model.prepare_data(data)
+    if prepared is not data and known is not None:
+        raise ValueError(
+            f"the {model.name} model expands grouped data to items (per-item parameters); known classes cannot be "
+            "given per rating pattern: pass the data in long format with item labels"
+        )
+    return prepared
+
+
 def check_inits(inits: Any, n: int | None) -> list[dict] | None:
     """``inits`` as a list of dicts (one per chain, ``n`` of them when ``n`` is given), or None."""
     if inits is None:
@@ -40,14 +58,15 @@ def check_inits(inits: Any, n: int | None) -> list[dict] | None:
     return list(inits)
 
 
-def _values_per_draw(model: Model, K: int, J: int) -> int:
+def _values_per_draw(model: Model, K: int, J: int, I: int = 0) -> int:
     """Numbers Stan writes per draw besides ``log_lik``.
 
-    The model's parameters (as its initial values give them), pi (K) and
-    theta, its J x K x K error matrices (a transformed parameter where it is
-    not a parameter).
+    The model's parameters (as its initial values give them, per-item ones
+    for I items), pi (K) and theta, its J x K x K error matrices (a
+    transformed parameter where it is not a parameter).
     """
-    init = model.stan_init(np.random.default_rng(0), K, J)
+    rng = np.random.default_rng(0)
+    init = {**model.stan_init(rng, K, J), **model.stan_item_init(rng, I)}
     n = sum(int(np.size(v)) for v in init.values())
     return n + (0 if "theta" in init else J * K * K) + (0 if "pi" in init else K)
 
@@ -92,7 +111,7 @@ def check_draws_memory(
     """
     limit = memory_limit(max_memory_gib)
     I, J, K = data.n_units, data.n_raters, data.n_categories
-    per_draw = _values_per_draw(model, K, J)
+    per_draw = _values_per_draw(model, K, J, I)
     param_bytes = 8.0 * n_draws * per_draw
     check_memory(what, param_bytes, limit, ask=ask, detail=f"{n_draws:,} draws x {per_draw:,} numbers x 8 bytes")
     ll_bytes = 8.0 * n_draws * I
@@ -132,17 +151,18 @@ def sample(
     documented default, 1 GiB; see :func:`check_draws_memory`), else a
     ``ValueError`` says what to ask for instead.
     """
+    data = prepare_data(data, model, known)
     K, J = data.n_categories, data.n_raters
     check_int("draws", draws, 1, MAX_ITERATIONS)
     check_int("warmup", warmup, 0, MAX_ITERATIONS - draws)
     log_lik = check_draws_memory(data, model, chains * draws, log_lik, max_memory_gib)
     eng = get_engine(engine)
     sdata = stan_data(data, model, known=known, log_lik=log_lik)
-    inits = inits if inits is not None else stan_inits(model, K, J, chains, seed)
+    inits = inits if inits is not None else stan_inits(model, K, J, chains, seed, n_items=data.n_units)
     res = eng.sample(
         model.name, sdata, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=progress
     )
-    fit = MCMCFit(
+    fit = fit_class(model, MCMCFit)(
         data=data,
         model=model,
         priors=model.priors(K, J),
@@ -176,6 +196,7 @@ def pathfinder(
     must fit ``max_memory_gib`` (see :func:`check_draws_memory`).
     """
     check_int("draws", draws, 1, MAX_ITERATIONS)
+    data = prepare_data(data, model, known)
     log_lik = check_draws_memory(
         data,
         model,
@@ -195,7 +216,7 @@ def pathfinder(
     sdata = stan_data(data, model, known=known, log_lik=log_lik)
     res = eng.pathfinder(model.name, sdata, draws=draws, num_paths=chains, seed=seed, inits=inits)
     idx = res.resampled
-    return PathfinderFit(
+    return fit_class(model, PathfinderFit)(
         data=data,
         model=model,
         priors=model.priors(data.n_categories, data.n_raters),
@@ -227,18 +248,19 @@ def optimize(
 
     ``known_labels`` (the user's ``known`` mapping) seeds the EM start.
     """
+    data = prepare_data(data, model, known)
     K, J = data.n_categories, data.n_raters
     priors = model.priors(K, J)
     _warn_small_beta(priors)
     eng = get_engine(engine)
     sdata = stan_data(data, model, known=known, log_lik=False)
     if inits is None:
-        inits = stan_inits(model, K, J, n_inits, seed)
+        inits = stan_inits(model, K, J, n_inits, seed, n_items=data.n_units)
         start = _em_start(data, model, known_labels, seed)
         if start is not None:
             inits.append(start)
     res = eng.optimize(model.name, sdata, seed=seed, inits=list(inits), n_inits=len(inits))
-    return OptimizeFit(
+    return fit_class(model, OptimizeFit)(
         data=data,
         model=model,
         priors=priors,

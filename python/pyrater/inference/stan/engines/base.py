@@ -370,12 +370,12 @@ def resolve_inits(
     initialisation (returns None); one dict is repeated; a list must have
     ``n`` dicts.
     """
-    from ..data import stan_inits
+    from ..data import data_inits
 
     if inits is None:
         if not model_name:
             return None
-        return stan_inits(model_name, int(data["K"]), int(data["J"]), n, seed)
+        return data_inits(model_name, data, n, seed)
     if isinstance(inits, str):
         if inits != "random":
             raise ValueError(f"inits must be None, 'random', a dict or a list of {n} dicts; got {inits!r}")
@@ -450,7 +450,7 @@ class Engine(abc.ABC):
 
         Parameters
         ----------
-        model_name : {"dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin"}
+        model_name : {"dawid_skene", "hierarchical", "class_conditional", "homogeneous", "one_coin", "mace"}
         data : dict
             From :func:`pyrater.inference.stan.data.stan_data`.
         chains, warmup, draws : int

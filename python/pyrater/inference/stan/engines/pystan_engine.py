@@ -588,9 +588,9 @@ class PystanEngine(Engine):
         )
 
     def _n_unconstrained(self, module: Any, mdata: dict[str, Any], model_name: str, data: dict[str, Any]) -> int:
-        from ..data import stan_inits
+        from ..data import data_inits
 
-        init = stan_inits(model_name, int(data["K"]), int(data["J"]), 1, 0)[0]
+        init = data_inits(model_name, data, 1, 0)[0]
         return len(module.transform_inits(mdata, _module_data(init)))
 
     def log_prob(self, model_name: str, data: dict[str, Any], params: dict[str, Any], jacobian: bool = False) -> float:

@@ -1,0 +1,189 @@
+"""The data choose: pyrater.fit(data, "auto"), the vote-model baseline and the weights of compare."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.integrate import quad
+from scipy.stats import beta as beta_dist
+
+import pyrater
+from pyrater.checking.choose import ModelChoice, default_candidates
+from pyrater.checking.compare import BASELINE_NAME, equivalent_to_best, pseudo_bma_plus_weights
+from pyrater.checking.scoring import majority_vote
+from pyrater.checking.vote_model import category_counts, fit_vote_model, vote_log_lik, vote_model_kfold
+from pyrater.data import RatingData
+
+
+def _quiet_fit(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pyrater.fit(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ weights
+def test_pseudo_bma_plus_is_softmax_of_elpd_when_pointwise_differences_are_constant():
+    rng = np.random.default_rng(0)
+    base = rng.normal(-3.0, 1.0, size=200)
+    shifts = np.array([0.0, -0.004, -0.01])  # per item: elpd totals differ by 0, 0.8 and 2.0
+    pointwise = base[:, None] + shifts[None, :]
+    w = pseudo_bma_plus_weights(pointwise, seed=1)
+    elpd = pointwise.sum(axis=0)
+    expected = np.exp(elpd - elpd.max()) / np.exp(elpd - elpd.max()).sum()
+    np.testing.assert_allclose(w, expected, rtol=1e-10)
+
+
+def test_pseudo_bma_plus_splits_evenly_between_models_that_predict_alike_and_is_seeded():
+    rng = np.random.default_rng(1)
+    a = rng.normal(-2.0, 0.7, size=300)
+    b = a + rng.normal(0.0, 0.05, size=300)  # the same model up to noise: stacking may give either all the weight
+    w = pseudo_bma_plus_weights(np.column_stack([a, b]), seed=3)
+    assert 0.2 < w[0] < 0.8 and w.sum() == pytest.approx(1.0)
+    np.testing.assert_array_equal(w, pseudo_bma_plus_weights(np.column_stack([a, b]), seed=3))
+    clear = pseudo_bma_plus_weights(np.column_stack([a, a - 0.2]), seed=3)  # 60 nats apart
+    assert clear[0] > 0.999
+
+
+@pytest.mark.parametrize(
+    ("diff", "dse", "expected"),
+    [(0.0, 0.0, True), (-3.9, 0.1, True), (-4.1, 1.0, False), (-9.0, 5.0, True), (-11.0, 5.0, False)],
+)
+def test_equivalent_rule(diff, dse, expected):
+    assert equivalent_to_best(diff, dse) is expected
+
+
+# ------------------------------------------------------------------ the vote model
+def test_vote_log_lik_is_the_beta_binomial_integral_for_two_categories():
+    a = np.array([1.7, 0.6])
+    c = np.array([[3.0, 1.0], [0.0, 5.0], [2.0, 2.0], [0.0, 0.0]])
+    got = vote_log_lik(c, a)
+    for row, value in zip(c, got, strict=True):
+        # the ordered ratings: phi^c1 (1 - phi)^c0 integrated against Beta(a1, a0); phi = P(category 1)
+        integral, _ = quad(lambda p, r=row: p ** r[1] * (1 - p) ** r[0] * beta_dist.pdf(p, a[1], a[0]), 0, 1)
+        assert value == pytest.approx(np.log(integral), rel=1e-8)
+
+
+def test_fit_vote_model_recovers_the_dirichlet_it_was_simulated_from():
+    rng = np.random.default_rng(5)
+    a_true = np.array([2.0, 0.5, 1.0])
+    phi = rng.dirichlet(a_true, size=4000)
+    c = np.array([rng.multinomial(6, p) for p in phi], dtype=float)
+    a = fit_vote_model(c, np.ones(len(c), dtype=np.int64))
+    np.testing.assert_allclose(a, a_true, rtol=0.15)
+
+
+def test_vote_model_grouped_and_long_agree():
+    caries = pd.DataFrame({"r1": [0, 0, 1, 1, 0], "r2": [0, 1, 1, 0, 0], "r3": [0, 1, 1, 1, 1], "n": [30, 7, 12, 5, 9]})
+    grouped = RatingData.from_grouped(caries, tally="n")
+    rows = caries.loc[caries.index.repeat(caries["n"])].drop(columns="n").reset_index(drop=True)
+    long = RatingData.from_wide(rows)
+    for d in (grouped, long):  # per unit (a pattern of grouped data), whoever rated
+        assert np.asarray(d.weight) @ category_counts(d).sum(axis=1) == 63 * 3
+    a_g = fit_vote_model(category_counts(grouped), np.asarray(grouped.weight))
+    a_l = fit_vote_model(category_counts(long), np.asarray(long.weight))
+    np.testing.assert_allclose(a_g, a_l, rtol=1e-6)
+    res = vote_model_kfold(grouped, k=5, seed=2)
+    assert res.n_data_points == 63 and res.method == "kfold" and np.isfinite(res.elpd)
+    assert res.elpd < float(np.asarray(grouped.weight) @ vote_log_lik(category_counts(grouped), a_g))
+
+
+# ------------------------------------------------------------------ compare with the baseline
+@pytest.fixture(scope="module")
+def two_class_fits():
+    sim = pyrater.simulate("dawid_skene", 240, 6, n_categories=2, raters_per_item=4, seed=3)
+    ds = _quiet_fit(sim.data, "dawid_skene", method="em", seed=1)
+    cc = _quiet_fit(sim.data, "class_conditional", method="em", seed=1)
+    return sim, ds, cc
+
+
+def test_compare_with_baseline_and_equal_weights_for_one_model_twice(two_class_fits):
+    sim, ds, cc = two_class_fits
+    table = pyrater.compare({"ds": ds, "cc": cc}, baseline=True, seed=4)
+    assert set(table.index) == {"ds", "cc", BASELINE_NAME}
+    # at K = 2 the class-conditional model is Dawid-Skene with the same prior: one model, two names
+    assert table.loc["ds", "elpd_loo"] == pytest.approx(table.loc["cc", "elpd_loo"], abs=1e-6)
+    assert table.loc["ds", "weight_pbma"] == pytest.approx(table.loc["cc", "weight_pbma"], abs=0.02)
+    assert table.loc["ds", "equivalent"] and table.loc["cc", "equivalent"]
+    assert table.index[-1] == BASELINE_NAME and not table.loc[BASELINE_NAME, "equivalent"]
+    alone = pyrater.compare({"ds": ds}, baseline=True, seed=4)
+    assert list(alone.index) == ["ds", BASELINE_NAME]
+    # the baseline is scored on the split the point fits use
+    np.testing.assert_allclose(alone.loc[BASELINE_NAME, "elpd_loo"], table.loc[BASELINE_NAME, "elpd_loo"])
+
+
+def test_compare_baseline_errors(two_class_fits):
+    sim, ds, cc = two_class_fits
+    with pytest.raises(ValueError, match="at least two fits, got 1"):
+        pyrater.compare({"ds": ds})
+    with pytest.raises(ValueError, match="baseline row"):
+        pyrater.compare({BASELINE_NAME: ds, "cc": cc}, baseline=True)
+    with pytest.raises(TypeError, match="baseline must be True or False"):
+        pyrater.compare({"ds": ds, "cc": cc}, baseline="yes")
+    known = {sim.data.unit_labels[0]: sim.data.categories[int(sim.z[0])]}
+    kfit = _quiet_fit(sim.data, "dawid_skene", method="em", seed=1, known=known)
+    kfit2 = _quiet_fit(sim.data, "class_conditional", method="em", seed=1, known=known)
+    with pytest.raises(ValueError, match="without known items"):
+        pyrater.compare({"a": kfit, "b": kfit2}, baseline=True)
+
+
+# ------------------------------------------------------------------ fit(data, "auto")
+@pytest.mark.parametrize("family", ["one_coin", "dawid_skene", "homogeneous"])
+def test_auto_chooses_the_generating_family(family):
+    kwargs = {"one_coin": {}, "dawid_skene": {}, "homogeneous": {}}[family]
+    sim = pyrater.simulate(family, 400, 8, n_categories=3, raters_per_item=4, seed=11, **kwargs)
+    f = _quiet_fit(sim.data, "auto", seed=2, progress=False, candidates=["dawid_skene", "one_coin", "homogeneous"])
+    choice = f.model_choice
+    assert isinstance(choice, ModelChoice)
+    assert choice.chosen == family == f.model.name, choice.table
+    assert f is choice.fits[family]
+    assert choice.table.loc[family, "elpd_diff"] >= -4.0 or choice.table.loc[family, "equivalent"]
+    assert BASELINE_NAME in choice.table.index and "agree_mv" in choice.table.columns
+    assert choice.reason in str(f.summary())
+    accuracy = np.mean(f.class_probabilities().to_numpy().argmax(axis=1) == sim.z)
+    vote = majority_vote(sim.data).probabilities.to_numpy().argmax(axis=1)
+    assert accuracy >= np.mean(vote == sim.z) - 0.01
+
+
+def test_auto_warns_when_majority_votes_model_predicts_as_well():
+    # the vote model's own story: each item its own rating distribution, raters exchangeable
+    rng = np.random.default_rng(8)
+    rows = []
+    for i in range(300):
+        phi = rng.dirichlet([0.6, 0.6, 0.6])
+        for j in rng.choice(6, size=4, replace=False):
+            rows.append((i, j, int(rng.choice(3, p=phi))))
+    df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
+    with pytest.warns(UserWarning, match="does not predict the ratings clearly better than majority vote"):
+        f = pyrater.fit(df, "auto", seed=1, progress=False, candidates=["one_coin", "homogeneous"])
+    assert "consider majority vote" in f.model_choice.reason
+
+
+def test_auto_arguments_are_checked_before_any_fit():
+    sim = pyrater.simulate("dawid_skene", 30, 3, n_categories=2, seed=1)
+    with pytest.raises(ValueError, match="unknown model"):
+        pyrater.fit(sim.data, "auto", candidates=["dawid_skene", "nope"])
+    with pytest.raises(ValueError, match="cannot be fitted by method='em'"):
+        pyrater.fit(sim.data, "auto", candidates=["hierarchical"])
+    with pytest.raises(ValueError, match="given twice"):
+        pyrater.fit(sim.data, "auto", candidates=["one_coin", "one_coin"])
+    with pytest.raises(TypeError, match="list of model names"):
+        pyrater.fit(sim.data, "auto", candidates="one_coin")
+    with pytest.raises(ValueError, match="model='auto' fits its candidates by one of"):
+        pyrater.fit(sim.data, "auto", method="pathfinder")
+    with pytest.raises(ValueError, match="log_lik=False"):
+        pyrater.fit(sim.data, "auto", method="gibbs", log_lik=False)
+    with pytest.raises(ValueError, match="chains=2 is not used by method='em'"):
+        pyrater.fit(sim.data, "auto", chains=2)
+    with pytest.raises(ValueError, match="candidates is used by model='auto' only"):
+        pyrater.fit(sim.data, "dawid_skene", method="em", candidates=["one_coin"])
+    assert "dawid_skene" in default_candidates("em") and "hierarchical" not in default_candidates("em")
+
+
+def test_auto_lifts_priors_below_one_for_the_mode_and_says_so():
+    sim = pyrater.simulate("dawid_skene", 150, 5, n_categories=5, raters_per_item=4, seed=2)
+    f = _quiet_fit(sim.data, "auto", seed=3, progress=False, candidates=["dawid_skene", "one_coin"])
+    assert "raised to 1" in f.model_choice.skipped["dawid_skene"]
+    assert np.min(f.model_choice.fits["dawid_skene"].model.priors(5, 5)["beta"]) >= 1.0
