@@ -104,7 +104,9 @@ class ConjugatePrior:
             beta = f(self.beta)[None]
         elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
             assert self.gamma is not None
-            beta = f(np.broadcast_to(self.gamma, (1, 1, K)))
+            # a writable copy: the kernel's parameter step is compiled once for every kind, and the
+            # pooled kind writes to beta (a read-only broadcast view would not type there)
+            beta = np.array(np.broadcast_to(self.gamma, (1, 1, K)), dtype=np.float64)
         else:
             beta = empty_beta
         if self.beta1 is None or self.beta2 is None:
@@ -112,6 +114,8 @@ class ConjugatePrior:
         else:  # (K,); a one-coin model's scalar prior repeated (the kernel reads entry 0)
             b1 = f(np.broadcast_to(self.beta1, (K,)))
             b2 = f(np.broadcast_to(self.beta2, (K,)))
+        if not beta.flags.writeable:  # e.g. a prior broadcast to (1, K, K): the kernel types beta as writable
+            beta = beta.copy()
         return f(self.alpha), beta, b1, b2
 
 
