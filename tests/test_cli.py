@@ -556,6 +556,32 @@ def test_one_coin_model_with_prior_flags_and_file(tmp_path):
     assert res.returncode == 2 and "beta1 must have shape" in res.stderr
 
 
+def test_pooled_model_with_prior_flags_and_file(tmp_path):
+    import json
+
+    sim = pyrater.simulate_pooled(120, 6, n_categories=3, raters_per_item=3, seed=2)
+    path = tmp_path / "ratings.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    priors = tmp_path / "priors.json"
+    priors.write_text(json.dumps({"s_shape": 3, "s_rate": 0.5}))
+    res = run(
+        "fit", str(path), "--model", "pooled", "--method", "em", "--beta-diag", "9", "--priors", str(priors),
+        "--out", str(tmp_path / "a"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    beta = np.maximum(pyrater.models.default_beta(3), 1.0)
+    np.fill_diagonal(beta, 9.0)
+    ref = pyrater.em(sim.data, pyrater.PooledDawidSkene(beta=beta, s_shape=3, s_rate=0.5), method="map", seed=1)
+    params = pd.read_csv(tmp_path / "a" / "parameters.csv", index_col=0)["estimate"]
+    np.testing.assert_allclose(params.iloc[:3], ref.pi, atol=1e-8)
+    np.testing.assert_allclose(params.iloc[3 : 3 + ref.theta.size], ref.theta.ravel(), atol=1e-8)
+    priors.write_text(json.dumps({"s_shape": 0.5}))
+    res = run(
+        "fit", str(path), "--model", "pooled", "--method", "em", "--priors", str(priors), "--out", str(tmp_path / "c")
+    )
+    assert res.returncode == 2 and "s_shape must be > 1" in res.stderr
+
+
 def test_ordinal_model_with_a_priors_file(tmp_path):
     import json
 

@@ -251,6 +251,7 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
         "one_coin": {"p": (J,)},
         "ordinal": {"shift": (J,), "log_scale": (J,)},
         "mace": {"competence": (J,), "xi": (J, K)},
+        "pooled": {"m": (K, K), "s": (K,)},
         "hierarchical": {"mu": (K, K), "sigma": (K, K)},
     }
     for key, shape in extra.get(model_name, {}).items():

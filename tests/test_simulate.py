@@ -27,6 +27,7 @@ from pyrater.models import (
     simulate_mace,
     simulate_one_coin,
     simulate_ordinal,
+    simulate_pooled,
 )
 
 # the package exports a function named simulate, which hides the module attribute
@@ -40,6 +41,7 @@ ALL = {
     "one_coin": simulate_one_coin,
     "ordinal": simulate_ordinal,
     "mace": simulate_mace,
+    "pooled": simulate_pooled,
 }
 
 

@@ -118,7 +118,8 @@ def test_stan_iterations_must_fit_stan_int(data, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "model", ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "ordinal", "hierarchical"]
+    "model",
+    ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "ordinal", "pooled", "hierarchical"],
 )
 def test_the_stan_estimate_counts_what_stan_writes(model, data):
     """The numbers per draw: the model's parameters, pi and theta, as the programs declare them."""
@@ -131,6 +132,7 @@ def test_the_stan_estimate_counts_what_stan_writes(model, data):
         "one_coin": K + J + J * K * K,
         "ordinal": K + 2 * J + J * K * K,
         "mace": K + J + J * K + J * K * K,
+        "pooled": K + K * K + K + J * K * K,
         "hierarchical": K + 2 * K * K + 2 * J * K * K,
     }[model]
     assert run._values_per_draw(m, K, J) == expected

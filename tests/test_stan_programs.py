@@ -64,6 +64,10 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
     elif model_name == "mace":
         out["competence"] = rng.uniform(0.05, 0.95, size=J)
         out["xi"] = rng.dirichlet(np.full(K, 2.0), size=J)
+    elif model_name == "pooled":
+        out["m"] = rng.dirichlet(np.full(K, 2.0), size=K)
+        out["s"] = rng.uniform(0.5, 30.0, size=K)
+        out["theta"] = rng.dirichlet(np.full(K, 2.0), size=(J, K))
     else:
         out["mu"] = rng.normal(size=(K, K))
         out["sigma"] = rng.uniform(0.1, 2.0, size=(K, K))
@@ -74,7 +78,7 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
 def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.ndarray:
     """log theta (J, K, K) implied by the parameters, computed in numpy."""
     K = params["pi"].size
-    if model_name == "dawid_skene":
+    if model_name in ("dawid_skene", "pooled"):
         return np.log(params["theta"])
     if model_name == "homogeneous":
         return np.log(np.broadcast_to(params["theta"], (J, K, K)))
@@ -133,6 +137,12 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
     elif model_name == "mace":
         lp += stats.beta.logpdf(params["competence"], float(d["beta1"]), float(d["beta2"])).sum()
         lp += sum(stats.dirichlet.logpdf(x, d["gamma"]) for x in params["xi"])
+    elif model_name == "pooled":  # theta[j, k] ~ Dirichlet(1 + s[k] m[k]), m[k] ~ Dirichlet(beta[k]), s ~ Gamma
+        J, K = d["J"], d["K"]
+        m, s = params["m"], params["s"]
+        lp += sum(stats.dirichlet.logpdf(m[k], d["beta"][k]) for k in range(K))
+        lp += stats.gamma.logpdf(s, float(d["s_shape"]), scale=1 / float(d["s_rate"])).sum()
+        lp += sum(stats.dirichlet.logpdf(params["theta"][j, k], 1 + s[k] * m[k]) for j in range(J) for k in range(K))
     else:
         K = d["K"]
         lp += stats.norm.logpdf(params["mu"], loc=2 * np.eye(K), scale=1).sum()
@@ -246,6 +256,8 @@ def test_stan_data_layout():
     assert hom["beta"].shape == (2, 2)
     cc = stan_data(data, "class_conditional")
     assert cc["beta1"].tolist() == [4.8, 4.8] and cc["beta2"].tolist() == pytest.approx([3.2, 3.2])
+    po = stan_data(data, "pooled")
+    assert po["beta"].shape == (2, 2) and float(po["s_shape"]) == 2.0 and float(po["s_rate"]) == 0.1
     oc = stan_data(data, "one_coin")
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
     ma = stan_data(data, "mace")

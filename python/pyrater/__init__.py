@@ -52,6 +52,7 @@ _PUBLIC: dict[str, str] = {
     "OneCoinDawidSkene": "pyrater.models",
     "Ordinal": "pyrater.models",
     "MACE": "pyrater.models",
+    "PooledDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -62,6 +63,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_one_coin": "pyrater.models",
     "simulate_ordinal": "pyrater.models",
     "simulate_mace": "pyrater.models",
+    "simulate_pooled": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -126,6 +128,7 @@ __all__ = [
     "ModelAgreement",
     "OneCoinDawidSkene",
     "Ordinal",
+    "PooledDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -168,6 +171,7 @@ __all__ = [
     "simulate_mace",
     "simulate_one_coin",
     "simulate_ordinal",
+    "simulate_pooled",
     "waic",
 ]
 
@@ -245,6 +249,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         ItemDifficulty,
         OneCoinDawidSkene,
         Ordinal,
+        PooledDawidSkene,
         Simulation,
         get_model,
         simulate,
@@ -256,4 +261,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_mace,
         simulate_one_coin,
         simulate_ordinal,
+        simulate_pooled,
     )

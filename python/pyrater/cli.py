@@ -327,8 +327,9 @@ def _resolve_model(args: argparse.Namespace, K: int):
                 options["beta1"] = diag
             if off is not None:
                 options["beta2"] = off
-        else:
-            beta = np.array(options.get("beta", default_beta(K)), dtype=float)
+        else:  # a Dirichlet beta (K, K); the pooled model's (on its population rows) is at least 1
+            base = np.maximum(default_beta(K), 1.0) if args.model == "pooled" else default_beta(K)
+            beta = np.array(options.get("beta", base), dtype=float)
             if beta.shape != (K, K):
                 raise CLIError(
                     f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
@@ -453,7 +454,12 @@ def _check_mode_priors(model, data: RatingData) -> None:
     priors = model.priors(data.n_categories, data.n_raters)
     # the Dirichlet and Beta pseudo-counts (a Normal prior's mean or sd, e.g. the ordinal model's, may be anything)
     counts = ("alpha", "beta", "beta1", "beta2")
-    low = {key: float(np.min(value)) for key, value in priors.items() if key in counts and np.min(value) < 1}
+    free = getattr(model, "mode_free_priors", ())  # rates and the like: any positive value keeps the mode
+    low = {
+        key: float(np.min(value))
+        for key, value in priors.items()
+        if key in counts and key not in free and np.min(value) < 1
+    }
     if low:
         names = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
         raise CLIError(
@@ -755,8 +761,9 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help='JSON object of the model\'s priors, e.g. {"alpha": [3, 3], "beta": [[8, 1], [1, 8]]} '
         "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
-        "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd); "
-        "mace: alpha, beta1, beta2 scalars, gamma per rating); "
+        "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd; "
+        "mace: alpha, beta1, beta2 scalars, gamma per rating; "
+        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate); "
         "--alpha/--beta-* override it",
     )
     p.add_argument(

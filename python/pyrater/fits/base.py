@@ -41,6 +41,8 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "p": ("rater", "category"),
     "mu": ("category", "rating"),
     "sigma": ("category", "rating"),
+    "m": ("category", "rating"),
+    "s": ("category",),
     "gamma_raw": ("rater", "category", "rating"),
     "shift": ("rater",),
     "log_scale": ("rater",),

@@ -83,6 +83,10 @@ class EMFit(ModeFit):
     known : int array, shape (I,), or None
         Known true class codes the fit conditioned on (-1 = unknown; None
         when ``known`` was not given, and for distributed fits).
+    model_params : dict or None
+        The model's own parameters at the estimate besides pi and theta (the
+        pooled model's population rows ``m`` (K, K) and concentrations ``s``
+        (K,)); None for the other models.  Also in :meth:`to_inference_data`.
     """
 
     data: RatingData = field(repr=False)
@@ -108,12 +112,22 @@ class EMFit(ModeFit):
     convergence: dict = field(default_factory=dict, repr=False)
     start: str = ""
     known: np.ndarray | None = field(default=None, repr=False)
+    model_params: dict | None = field(default=None, repr=False)
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
 
     def _class_probs(self) -> np.ndarray:
         return self.class_probs
+
+    def _groups(self) -> dict:
+        groups = super()._groups()
+        extra = getattr(self, "model_params", None)
+        if extra:
+            groups["posterior"] = groups["posterior"].merge(
+                self._dataset({k: np.asarray(v)[None, None] for k, v in extra.items()})
+            )
+        return groups
 
     def _priors(self) -> dict[str, np.ndarray]:
         # ML uses no prior: show none rather than the model's unused defaults

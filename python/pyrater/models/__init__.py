@@ -3,7 +3,8 @@
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
 :mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.ordinal`,
-:mod:`~pyrater.models.hierarchical`, :mod:`~pyrater.models.item_difficulty`), each registering its class;
+:mod:`~pyrater.models.pooled`, :mod:`~pyrater.models.hierarchical`,
+:mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
 :mod:`pyrater.data`.
@@ -31,6 +32,7 @@ from .item_difficulty import ItemDifficulty, simulate_item_difficulty
 from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
 from .ordinal import Ordinal, ordinal_parameters, ordinal_theta, simulate_ordinal
 from .mace import MACE, mace_parameters, mace_theta, simulate_mace
+from .pooled import PooledDawidSkene, simulate_pooled
 
 # isort: on
 from .registry import get_model, model_names
@@ -48,6 +50,7 @@ __all__ = [
     "OneCoinDawidSkene",
     "Ordinal",
     "MACE",
+    "PooledDawidSkene",
     "Model",
     "ModelFamily",
     "get_model",
@@ -66,6 +69,7 @@ __all__ = [
     "simulate_item_difficulty",
     "simulate_one_coin",
     "simulate_mace",
+    "simulate_pooled",
     "class_conditional_theta",
     "one_coin_theta",
     "mace_theta",

@@ -113,6 +113,9 @@ class ModelFamily:
     k_params : tuple of str
         The simulator's arguments whose last axis has length K (what
         :func:`pyrater.simulate` reads K from when ``n_categories`` is not given).
+    mode_free_priors : tuple of str
+        Priors exempt from the rule that a posterior mode needs every
+        hyperparameter >= 1 (e.g. a Gamma rate: any positive value keeps the mode).
     """
 
     name: ClassVar[str]
@@ -124,6 +127,7 @@ class ModelFamily:
     #: likelihood, and grouped data is expanded to items (:meth:`prepare_data`)
     item_level: ClassVar[bool] = False
     k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
+    mode_free_priors: ClassVar[tuple[str, ...]] = ()
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""

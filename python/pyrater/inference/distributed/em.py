@@ -471,6 +471,11 @@ def em(
     prior, prior_values = (None, None)
     if method == "map":
         prior, prior_values = map_prior(model_obj, K, J)
+    elif kind == "pooled":
+        raise ValueError(
+            "method='ml' is not available for the pooled model: its population rows m and concentrations s "
+            "have no maximum-likelihood estimate apart from their priors; use method='map'"
+        )
     blocks = data.blocks_with_known(known)
     setup = time.perf_counter() - t0
 
@@ -563,6 +568,7 @@ def em(
         backend=f"dask+{backend}",
         convergence=convergence,
         start="majority",
+        model_params=None if prior is None else prior.model_params(),
         blocks=blocks,
         final_params=final,
         backend_used=backend,

@@ -286,15 +286,17 @@ def gibbs(
     S = draws // thin
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    Kp = prior.p_columns(K)  # per-rater parameters kept (class-conditional K, one-coin 1, MACE K + 1)
-    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
+    Kp = prior.p_columns(K)  # parameters kept per row (class-conditional K, one-coin 1, MACE K + 1; pooled m and s)
+    Jp = prior.p_rows(J, K)  # rows: J, or K + 1 for the pooled model
+    p_d = np.empty((chains, S, Jp, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_tot = np.empty((chains, S))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     pi = np.empty((chains, K))
     theta = np.empty((chains, Jt, K, K))
-    p = np.empty((chains, J, Kp)) if Kp else np.empty((chains, 0, K))
+    p = np.empty((chains, Jp, Kp)) if Kp else np.empty((chains, 0, K))
     for c in range(chains):  # the state MACE's parameter step starts from (the other kinds overwrite it)
         _kern.init_state(prior.code, p[c])
+    betas = [beta.copy() for _ in range(chains)]  # a chain may rewrite its prior (the pooled model's 1 + s m)
     shape, row = np.empty(K), np.empty(K)
     tag = f"pyrater-gibbs-{id(data):x}-{time.time_ns():x}"
     index = list(range(len(blocks)))
@@ -305,8 +307,9 @@ def gibbs(
     def parameter_step(N: np.ndarray, n_k: np.ndarray) -> None:
         for c in range(chains):
             _kern.parameter_step(
-                prior.code, J, K, N[c], n_k[c], alpha, beta, beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape, row
-            )
+                prior.code, J, K, N[c], n_k[c], alpha, betas[c], beta1, beta2, rngs[c], pi[c], theta[c], p[c], shape,
+                row,
+            )  # fmt: skip
 
     def sweep(t: int, sample: bool) -> tuple:
         params = client.scatter(_chain_params(pi, theta, J), broadcast=True, hash=False)
@@ -344,7 +347,7 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE)
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE), m and s (pooled)
         out.update(prior.reported(p_d))
     lp = ll_tot + log_prior_density(prior, pi_d, theta_out, p_d if Kp else None)
     fit = DistributedGibbsFit(

@@ -27,6 +27,10 @@ M-step
     * MACE: ``theta[j, k, l] = c[j] [k == l] + (1 - c[j]) xi[j, l]``; ``c`` and ``xi`` from the same
       counts by an inner EM over which diagonal ratings are spam, started from the current
       estimate (:func:`pyrater.inference.em.steps.mace_m_step`): a generalised EM step.
+    * pooled (MAP only): ``theta[j, k, l] ∝ N[j, k, l] + s[k] m[k, l]`` (the
+      Dirichlet(1 + s m) prior), then the population rows ``m`` and
+      concentrations ``s`` maximised given theta (a conditional M-step, ECM;
+      :func:`pyrater.inference.em.steps.pooled_hyper_mode`).
 
 ``w_i`` is the unit weight: 1 for items, the tally for grouped data (one unit
 per distinct rating pattern), so the cost of grouped data scales with the
@@ -147,6 +151,7 @@ def _run(
     ``bar`` (a tqdm bar or None) advances once per iteration.
     """
     wT = None if prob.unit_weights else np.empty_like(T)
+    prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     trace: list[float] = []
     converged = False
     conv = Convergence(tol, param_tol)
@@ -172,7 +177,7 @@ def _run(
             conv.reset_classes()
         if it + 1 < max_iter:
             pi, theta, empty = m_step(prob, T, kind, prior, wT, theta)
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
 
 
 def _run_result(
@@ -184,9 +189,11 @@ def _run_result(
     trace: list[float],
     converged: bool,
     conv: Convergence,
+    prior: MapPrior | None = None,
 ) -> dict[str, Any]:
     """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence."""
     return {
+        "model_params": None if prior is None else prior.model_params(),
         "pi": pi,
         "theta": theta,
         "empty": empty,
@@ -338,6 +345,7 @@ def _run_fused(
     ``max_iter``; so the run ends with the class probabilities at its estimate.
     """
     kern = _FusedKernel(fused, prob, n_threads)
+    prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     T = np.ascontiguousarray(T, dtype=np.float64)
     sums = kern.majority_sums() if majority_start else kern.m_step_sums(T)
     pi, theta, empty = m_step_from_counts(*sums, prob.J, prob.K, kind, prior)
@@ -367,7 +375,7 @@ def _run_fused(
                 pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
 
 
 # ----------------------------------------------------------------------------- em
@@ -406,7 +414,8 @@ def em(
         (``theta[j, k, k] = p[j, k]``, off-diagonal ``(1 - p[j, k]) / (K - 1)``),
         ``"homogeneous"`` (one matrix for all raters), ``"one_coin"`` (one
         accuracy ``p[j]`` per rater, off-diagonal ``(1 - p[j]) / (K - 1)``), ``"mace"`` (competent
-        copies or spam, :class:`pyrater.MACE`), or a model object from
+        copies or spam, :class:`pyrater.MACE`), ``"pooled"`` (raters' rows around learned population
+        rows; MAP only), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
         not supported by EM.
     method : {"ml", "map"}
@@ -565,6 +574,11 @@ def em(
     prior, prior_values = (None, None)
     if method == "map":
         prior, prior_values = map_prior(model_obj, K, J)
+    elif kind == "pooled":
+        raise ValueError(
+            "method='ml' is not available for the pooled model: its population rows m and concentrations s "
+            "have no maximum-likelihood estimate apart from their priors; use method='map'"
+        )
     if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
         kind = NumericMStep(model_obj, K, J, prior_values if prior is not None else None)
         if prior is not None:
@@ -756,4 +770,5 @@ def em(
         convergence=convergence,
         start=res["start"],
         known=known_codes,
+        model_params=res["model_params"],
     )

@@ -16,13 +16,14 @@ distinct rows, :mod:`pyrater.inference.em.compress`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.special import gammaln, xlog1py, xlogy
+from scipy.special import digamma, gammaln, xlog1py, xlogy
 
 from ...models import Model
 from ...models.kernels import _clamp_known, log_joint, log_theta_matrix
@@ -149,22 +150,79 @@ class Problem:
         )
 
 
+#: alternations of theta given (m, s) and (m, s) given theta in one pooled M-step (each raises the posterior)
+POOLED_INNER = 3
+
+
+@dataclass
+class PooledState:
+    """The pooled model's population rows ``m`` (K, K) and concentrations ``s`` (K,) at EM's current estimate.
+
+    EM's M-step for the pooled model is conditional (ECM, Meng & Rubin 1993):
+    theta given ``(m, s)`` in closed form, then ``(m, s)`` given theta by a
+    numerical maximisation; each step raises the log posterior.  The state
+    starts at the prior's mode of ``m`` (its mean when some entry is 1) and
+    of ``s``, afresh for every EM run (:meth:`MapPrior.fresh`).
+    """
+
+    m: np.ndarray
+    s: np.ndarray
+
+
 @dataclass
 class MapPrior:
-    """MAP hyperparameters (all >= 1) and the log prior density."""
+    """MAP hyperparameters (all >= 1) and the log prior density.
+
+    For the pooled model ``beta`` is the Dirichlet prior on the population
+    rows ``m`` (K, K), ``beta1``/``beta2`` the Gamma shape and rate of ``s``,
+    and ``pooled`` the current ``(m, s)`` (mutable: the M-step updates it).
+    """
 
     kind: str
     alpha: np.ndarray  # (K,)
-    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous
-    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin and MACE
+    beta: np.ndarray | None = None  # (J, K, K) full, (K, K) homogeneous, (K, K) pooled (prior on m)
+    beta1: np.ndarray | None = None  # (K,) class-conditional, () one-coin and MACE, () pooled (shape of s)
     beta2: np.ndarray | None = None
     numeric: NumericMStep | None = None  # the family's own M-step (kind "numeric"): its parameters' prior
     gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
+    pooled: PooledState | None = None
+    pooled_update: str = "mode"
+
+    def fresh(self) -> MapPrior:
+        """A copy with the pooled state at its start (the prior itself for the other kinds): one per EM run."""
+        if self.kind != "pooled":
+            return self
+        assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
+        K = self.alpha.size
+        m0 = self.beta - 1.0
+        tot = m0.sum(-1, keepdims=True)
+        m0 = np.where(tot > 0, m0 / np.where(tot > 0, tot, 1.0), 1.0 / K)
+        m0 = 0.5 * m0 + 0.5 * self.beta / self.beta.sum(-1, keepdims=True)  # inside the simplex
+        s0 = np.full(K, (float(self.beta1) - 1.0) / float(self.beta2))
+        return dataclasses.replace(self, pooled=PooledState(m=m0, s=s0))
+
+    def model_params(self) -> dict[str, np.ndarray] | None:
+        """The model's own parameters at the estimate besides pi and theta (pooled: ``m`` and ``s``), or None."""
+        if self.pooled is None:
+            return None
+        return {"m": self.pooled.m.copy(), "s": self.pooled.s.copy()}
 
     def log_density(self, pi: np.ndarray, theta: np.ndarray) -> float:
-        """Log prior density of ``pi`` (K,) and ``theta`` (J, K, K), every normalising constant included."""
+        """Log prior density of ``pi`` (K,) and ``theta`` (J, K, K), every normalising constant included.
+
+        Pooled: of ``theta`` given the current ``(m, s)``, plus the priors of ``m`` and ``s``.
+        """
         lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
-        if self.kind == "dawid_skene":
+        if self.kind == "pooled":
+            assert self.pooled is not None and self.beta is not None
+            m, s = self.pooled.m, self.pooled.s
+            a = 1.0 + s[:, None] * m
+            J = theta.shape[0]
+            lp += _log_dirichlet(theta, np.broadcast_to(a, (J, *a.shape)))
+            lp += _log_dirichlet(m, self.beta)
+            shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
+            lp += float(np.sum(shape * np.log(rate) - gammaln(shape) + (shape - 1.0) * np.log(s) - rate * s))
+        elif self.kind == "dawid_skene":
             assert self.beta is not None  # set for this kind by map_prior
             lp += _log_dirichlet(theta, self.beta)
         elif self.kind == "homogeneous":
@@ -233,6 +291,11 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
     kind = model_kind(model, numeric=True)
     pri = model.priors(K, J)
     _check_at_least_one("alpha", pri["alpha"], model)
+    if kind == "pooled":  # the Dirichlet(1 + s m) of the raters' rows needs no check (all above 1)
+        _check_at_least_one("beta", pri["beta"], model)
+        update = str(getattr(model, "em_update", None) or "mode")
+        prior = MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"])
+        return dataclasses.replace(prior, pooled_update=update).fresh(), pri
     if kind == "numeric":
         return MapPrior(kind, pri["alpha"]), pri
     if kind in ("class_conditional", "one_coin", "mace"):
@@ -263,7 +326,7 @@ def model_kind(model: Model, numeric: bool = False) -> str:
         raise ValueError(
             f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
             f"its methods {model.methods} (e.g. pyrater.fit(..., method='mcmc')), or use model='dawid_skene', "
-            "'class_conditional', 'homogeneous', 'one_coin' or 'mace' with EM"
+            "'class_conditional', 'homogeneous', 'one_coin', 'mace' or 'pooled' with EM"
         )
     return model.conjugate
 
@@ -340,7 +403,7 @@ def m_step_from_counts(
         ``N_flat[j*K + l, k] = sum_i w_i T[i, k] C[i, j*K + l]`` (a view is fine;
         it is not modified).
     J, K : int
-    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace"} or NumericMStep
+    kind : {"dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "pooled"} or NumericMStep
     prior : MapPrior or None
         MAP hyperparameters; None for ML.
     theta_prev : array (J, K, K), optional
@@ -354,6 +417,18 @@ def m_step_from_counts(
     pi, _ = _normalise(n_k)
     if isinstance(kind, NumericMStep):
         theta, empty = kind(N)
+    elif kind == "pooled":  # ECM: theta given (m, s) (Dirichlet(1 + s m): add s m), then (m, s) given theta
+        if prior is None or prior.pooled is None:
+            raise ValueError("the pooled model's EM is a posterior mode (method='map'): its m and s need their priors")
+        st = prior.pooled
+        for _ in range(POOLED_INNER):  # a few alternations: theta and (m, s) are strongly coupled
+            theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
+            target = theta
+            if prior.pooled_update == "expected":  # E[log theta[j, k]] under Dirichlet(N[j, k] + 1 + s m)
+                post = N + 1.0 + st.s[None, :, None] * st.m[None]
+                target = np.exp(digamma(post) - digamma(post.sum(-1, keepdims=True)))
+            st.m, st.s = pooled_hyper_mode(target, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
+        theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
     elif kind == "dawid_skene":
         if prior is not None:
             assert prior.beta is not None  # a prior of this kind (map_prior)
@@ -604,3 +679,33 @@ def clamp_classes(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
             T[rows] = 0.0
             T[rows, known[rows]] = 1.0
     return T
+
+
+def pooled_hyper_mode(
+    theta: np.ndarray, m: np.ndarray, s: np.ndarray, beta: np.ndarray, shape: float, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled model's ``(m[k], s[k])`` maximising their conditional density given ``theta``, row by row.
+
+    Maximises ``sum_j log Dirichlet(theta[j, k] | 1 + s m) + log Dirichlet(m |
+    beta[k]) + log Gamma(s | shape, rate)`` (no Jacobian: the posterior mode on
+    the parameters' own scale, as Stan's optimiser) by Newton's method from the
+    current ``(m, s)``, never decreasing it (:mod:`pyrater.inference.em.pooled`).
+    ``beta >= 1`` keeps ``m`` inside the simplex; ``shape > 1`` and ``rate > 0``
+    keep ``s`` finite and positive.
+    """
+    from .._numba import run as run_kernel
+    from .pooled import pooled_hyper_mode_rows
+
+    m_new = np.ascontiguousarray(m, dtype=np.float64).copy()
+    s_new = np.ascontiguousarray(s, dtype=np.float64).copy()
+    run_kernel(
+        pooled_hyper_mode_rows,
+        np.ascontiguousarray(theta, dtype=np.float64),
+        m_new,
+        s_new,
+        np.ascontiguousarray(beta, dtype=np.float64),
+        float(shape),
+        float(rate),
+        100,
+    )
+    return m_new, s_new

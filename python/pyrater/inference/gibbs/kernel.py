@@ -42,6 +42,9 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
      spam for sure), then ``c[j] ~ Beta(beta1 + sum_l (N[j, l, l] - s[j, l]),
      beta2 + spam)`` and ``xi[j] ~ Dirichlet(gamma + spam counts by rating)``;
      ``theta[j, k, l] = c[j] [k == l] + (1 - c[j]) xi[j, l]``.
+   * 5, pooled: the Dawid-Skene draw with ``beta[j, k] = 1 + s[k] m[k]``, then
+     the population rows ``m[k]`` and concentrations ``s[k]`` given theta by
+     slice sampling (:func:`pooled_hyper_step`), which rewrites ``beta``.
 
 Dirichlet draws are normalised Gamma draws.
 
@@ -72,10 +75,15 @@ __all__ = [
     "HOMOGENEOUS",
     "ONE_COIN",
     "MACE",
+    "POOLED",
     "init_state",
+    "pooled_hyper_step",
+    "pooled_hyper_log_target",
 ]
 
-DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, MACE = 0, 1, 2, 3, 4
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, MACE, POOLED = 0, 1, 2, 3, 4, 5
+#: slice-sampling updates of every coordinate of the pooled model's (log s[k], alr m[k]) per sweep
+POOLED_SLICE_ROUNDS = 3
 #: lanes of the class axis in the z step (the kernel supports K <= KP)
 KP = 8
 #: acceptance rate the marginal pi moves adapt to during warm-up
@@ -606,6 +614,113 @@ def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k
 
 
 @numba.njit(cache=True, nogil=True)
+def pooled_hyper_log_target(J, K, T, bm, a_s, b_s, u, eta, m):  # pragma: no cover - compiled
+    """Log density of ``(u = log s, eta)`` given the raters' rows, up to a constant; writes ``m = softmax(eta)``.
+
+    ``eta`` (K,) with ``eta[K-1] = 0`` (additive log-ratio of ``m``); ``T[l] = sum_j
+    log theta[j, k, l]``; the target is ``sum_j log Dirichlet(theta[j, k] | 1 + s m)
+    + log Dirichlet(m | bm) + log Gamma(s | a_s, b_s)`` plus the log Jacobians
+    ``sum_l log m_l`` (alr) and ``log s``.
+    """
+    mx = eta[0]
+    for l in range(1, K):
+        mx = max(mx, eta[l])
+    tot = 0.0
+    for l in range(K):
+        m[l] = math.exp(eta[l] - mx)
+        tot += m[l]
+    lse = mx + math.log(tot)
+    sv = math.exp(u)
+    out = J * math.lgamma(K + sv) + a_s * u - b_s * sv
+    for l in range(K):
+        m[l] /= tot
+        lm = eta[l] - lse
+        out += -J * math.lgamma(1.0 + sv * m[l]) + sv * m[l] * T[l] + bm[l] * lm
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _slice_coordinate(J, K, T, bm, a_s, b_s, x, c, cur, rng, m):  # pragma: no cover - compiled
+    """One stepping-out / shrinkage slice update (Neal 2003) of coordinate ``c`` of ``x = (u, eta[:K-1])``."""
+    width = 1.0
+    level = cur + math.log(rng.random())
+    x0 = x[c]
+    left = x0 - width * rng.random()
+    right = left + width
+    eta = x[1:]
+    steps = 64  # at most this many steps out in all, split at random between the sides (Neal 2003, fig. 3)
+    n_left = int(steps * rng.random())
+    n_right = steps - 1 - n_left
+    while n_left > 0:
+        x[c] = left
+        if pooled_hyper_log_target(J, K, T, bm, a_s, b_s, x[0], eta, m) <= level:
+            break
+        left -= width
+        n_left -= 1
+    while n_right > 0:
+        x[c] = right
+        if pooled_hyper_log_target(J, K, T, bm, a_s, b_s, x[0], eta, m) <= level:
+            break
+        right += width
+        n_right -= 1
+    for _ in range(200):  # shrink
+        x[c] = left + (right - left) * rng.random()
+        new = pooled_hyper_log_target(J, K, T, bm, a_s, b_s, x[0], eta, m)
+        if new > level:
+            return new
+        if x[c] < x0:
+            left = x[c]
+        else:
+            right = x[c]
+    x[c] = x0
+    return pooled_hyper_log_target(J, K, T, bm, a_s, b_s, x[0], eta, m)
+
+
+@numba.njit(cache=True, nogil=True)
+def pooled_hyper_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma: no cover - compiled
+    """Update the pooled model's ``(m[k], s[k])`` given theta; leaves their conditional invariant.
+
+    The state is read from ``beta[0, k] = 1 + s[k] m[k]`` and written back to
+    ``beta[j, k]`` for every rater ``j < J``; ``beta[J, k]`` is the Dirichlet
+    prior on ``m[k]``, ``beta1[k]`` and ``beta2[k]`` the Gamma shape and rate of
+    ``s[k]``.  Given theta the rows k are independent; each gets ``n_rounds``
+    univariate slice updates of ``log s[k]`` and of every free coordinate of
+    ``m[k]``'s additive log-ratio.  ``p[k] = m[k]``, ``p[K, k] = s[k]``.
+    """
+    T = np.empty(K)
+    x = np.empty(K + 1)  # (u = log s, eta[0], ..., eta[K-1]) with eta[K-1] = 0 fixed: slice over x[:K]
+    m = np.empty(K)
+    for k in range(K):
+        for l in range(K):
+            t = 0.0
+            for j in range(J):
+                t += math.log(max(theta[j, k, l], 1e-300))
+            T[l] = t
+        sv = -K
+        for l in range(K):
+            sv += beta[0, k, l]
+        sv = max(sv, 1e-300)
+        x[0] = math.log(sv)
+        ref = math.log(max((beta[0, k, K - 1] - 1.0) / sv, 1e-300))
+        for l in range(K):
+            x[1 + l] = math.log(max((beta[0, k, l] - 1.0) / sv, 1e-300)) - ref
+        x[K] = 0.0
+        bm = beta[J, k]
+        cur = pooled_hyper_log_target(J, K, T, bm, beta1[k], beta2[k], x[0], x[1:], m)
+        for _ in range(n_rounds):
+            for c in range(K):
+                cur = _slice_coordinate(J, K, T, bm, beta1[k], beta2[k], x, c, cur, rng, m)
+        pooled_hyper_log_target(J, K, T, bm, beta1[k], beta2[k], x[0], x[1:], m)  # m at the final x
+        sv = math.exp(x[0])
+        for l in range(K):
+            p[k, l] = m[l]
+            a = 1.0 + sv * m[l]
+            for j in range(J):
+                beta[j, k, l] = a
+        p[K, k] = sv
+
+
+@numba.njit(cache=True, nogil=True)
 def init_state(kind, p):  # pragma: no cover - compiled
     """The per-rater state ``p`` (J, columns) a chain starts from: MACE competence 0.5, xi uniform.
 
@@ -628,7 +743,7 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
     for k in range(K):
         shape[k] = alpha[k] + n_k[k]
     _dirichlet_into(rng, shape, pi)
-    if kind == DAWID_SKENE:
+    if kind == DAWID_SKENE or kind == POOLED:
         for j in range(J):
             for k in range(K):
                 for l in range(K):
@@ -636,6 +751,8 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
                 _dirichlet_into(rng, shape, row)
                 for l in range(K):
                     theta[j, k, l] = row[l]
+        if kind == POOLED:  # beta (J + 1, K, K): the raters' 1 + s m (rewritten), then the prior on m
+            pooled_hyper_step(J, K, theta, beta, beta1, beta2, rng, p, POOLED_SLICE_ROUNDS)
     elif kind == HOMOGENEOUS:
         for k in range(K):
             for l in range(K):
@@ -750,11 +867,15 @@ def run_chain(
     known : int64 array (I,) or empty
         Known class code per unit, -1 unknown.
     kind : int
-        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS`, :data:`ONE_COIN` or :data:`MACE`.
+        :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS`, :data:`ONE_COIN`, :data:`MACE` or
+        :data:`POOLED`.
     K : int
     alpha : float64 (K,)
-    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous; MACE: gamma in ``beta[0, 0]``), or unused
-    beta1, beta2 : float64 (K,) (class-conditional; one-coin: the scalar prior in entry 0), or unused
+    beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous; MACE: gamma in ``beta[0, 0]``),
+        (J + 1, K, K) (pooled: the raters' ``1 + s m``, a working copy the chain rewrites, then the
+        prior on ``m``), or unused
+    beta1, beta2 : float64 (K,) (class-conditional; one-coin and MACE: the scalar prior in entry 0;
+        pooled: the Gamma shape and rate of ``s``), or unused
     N0 : float64 (J*K, K), n0 : float64 (K,)
         Counts of a starting class assignment (overwritten: the working counts).
     n_warmup, n_sweeps, thin : int
@@ -765,7 +886,8 @@ def run_chain(
     pi_out : float64 (n_keep, K)
     theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
     p_out : float64 (n_keep, J, K) (class-conditional), (n_keep, J, 1) (one-coin),
-        (n_keep, J, K + 1) (MACE: competence, then xi) or empty
+        (n_keep, J, K + 1) (MACE: competence, then xi), (n_keep, K + 1, K) (pooled: ``m`` then ``s``)
+        or empty
     ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
     ll_total_out : float64 (n_keep,)
         ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
@@ -790,8 +912,8 @@ def run_chain(
     Jt = theta_out.shape[1]
     pi = np.empty(K)
     theta = np.empty((Jt, K, K))
-    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == MACE  # per-rater parameters kept in p
-    p = np.empty((J, p_out.shape[2])) if has_p else np.empty((0, K))
+    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == MACE or kind == POOLED  # parameters kept in p
+    p = np.empty((p_out.shape[1], p_out.shape[2])) if has_p else np.empty((0, K))
     init_state(kind, p)
     shape = np.empty(K)
     row = np.empty(K)

@@ -6,7 +6,9 @@ object, :meth:`pyrater.models.DawidSkene.priors` and friends):
 homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
 ``p[j, k] ~ Beta(beta1_k, beta2_k)``; one-coin ``p[j] ~ Beta(beta1, beta2)``; MACE
 ``competence[j] ~ Beta(beta1, beta2)``, ``xi[j] ~ Dirichlet(gamma)``.  All are conjugate given the true
-classes (MACE given also which ratings are spam), which is what the Gibbs sampler uses.
+classes (MACE given also which ratings are spam), which is what the Gibbs sampler uses.  Pooled:
+``theta[j, k] ~ Dirichlet(1 + s[k] m[k])``, ``m[k] ~ Dirichlet(beta[k])``, ``s[k] ~ Gamma(s_shape, s_rate)``:
+conjugate given the true classes and ``(m, s)``, which the sampler updates given theta by slice sampling.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled"}
     alpha : array (K,)
-    beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous) or None
-    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin, MACE) or None
+    beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous; pooled: the prior on ``m``) or None
+    beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin, MACE; pooled: the Gamma
+        shape and rate of ``s``) or None
     values : dict
         The model's resolved priors (what a fit reports).
+    n_raters : int
+        J (the pooled kernel's working prior has a row per rater).
     """
 
     kind: str
@@ -42,6 +47,7 @@ class ConjugatePrior:
     beta1: np.ndarray | None
     beta2: np.ndarray | None
     values: dict
+    n_raters: int = 0
     gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
 
     @property
@@ -53,21 +59,31 @@ class ConjugatePrior:
             "homogeneous": _kern.HOMOGENEOUS,
             "one_coin": _kern.ONE_COIN,
             "mace": _kern.MACE,
+            "pooled": _kern.POOLED,
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
-        """Columns of the per-rater parameters ``p`` the kernel keeps (class-conditional K, one-coin 1, MACE K + 1).
+        """Columns of the parameters ``p`` the kernel keeps per row (class-conditional K, one-coin 1, MACE K + 1).
 
-        MACE keeps the competence in column 0 and xi after it; the other kinds keep none (0).
+        MACE keeps the competence in column 0 and xi after it; the pooled model's kernel keeps ``m``
+        and ``s`` there (K columns, see :meth:`p_rows`); the other kinds keep none (0).
         """
-        return {"class_conditional": K, "one_coin": 1, "mace": K + 1}.get(self.kind, 0)
+        return {"class_conditional": K, "one_coin": 1, "mace": K + 1, "pooled": K}.get(self.kind, 0)
+
+    def p_rows(self, J: int, K: int) -> int:
+        """Rows of the kernel's ``p``: J (a row per rater), K + 1 for the pooled model (``m``, then ``s``)."""
+        return K + 1 if self.kind == "pooled" else J
 
     def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
         """The kernel's per-rater draws (..., J, columns) by the names and shapes a fit reports.
 
         ``p`` (..., J, K) (class-conditional) or (..., J) (one-coin); MACE
-        ``competence`` (..., J) and ``xi`` (..., J, K).
+        ``competence`` (..., J) and ``xi`` (..., J, K); pooled (from its (..., K + 1, K)) ``m``
+        (..., K, K) and ``s`` (..., K).
         """
+        if self.kind == "pooled":
+            K = p.shape[-1]
+            return {"m": p[..., :K, :], "s": p[..., K, :]}
         if self.kind == "mace":
             return {"competence": p[..., 0], "xi": p[..., 1:]}
         return {"p": p[..., 0] if self.kind == "one_coin" else p}
@@ -78,11 +94,19 @@ class ConjugatePrior:
         empty_beta = np.zeros((0, K, K))
         if self.kind == "dawid_skene":
             beta = f(self.beta)
+        elif self.kind == "pooled":  # the raters' 1 + s m at the prior's mean m and mode s, then the prior on m
+            assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
+            bm = np.asarray(self.beta, dtype=float)
+            m0 = bm / bm.sum(-1, keepdims=True)
+            s0 = (float(self.beta1) - 1.0) / float(self.beta2)
+            beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
         elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
             assert self.gamma is not None
-            beta = f(np.broadcast_to(self.gamma, (1, 1, K)))
+            # a writable copy: the kernel's parameter step is compiled once for every kind, and the
+            # pooled kind writes to beta (a read-only broadcast view would not type there)
+            beta = np.array(np.broadcast_to(self.gamma, (1, 1, K)), dtype=np.float64)
         else:
             beta = empty_beta
         if self.beta1 is None or self.beta2 is None:
@@ -90,6 +114,8 @@ class ConjugatePrior:
         else:  # (K,); a one-coin model's scalar prior repeated (the kernel reads entry 0)
             b1 = f(np.broadcast_to(self.beta1, (K,)))
             b2 = f(np.broadcast_to(self.beta2, (K,)))
+        if not beta.flags.writeable:  # e.g. a prior broadcast to (1, K, K): the kernel types beta as writable
+            beta = beta.copy()
         return f(self.alpha), beta, b1, b2
 
 
@@ -108,9 +134,11 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
         raise ValueError(
             f"method={method!r} needs conditionally conjugate priors; the {model.title} model's priors are not "
             f"conjugate. Fit it with one of its methods {model.methods} (e.g. method='mcmc', NUTS in Stan), or use "
-            "model='dawid_skene', 'class_conditional', 'homogeneous', 'one_coin' or 'mace'"
+            "model='dawid_skene', 'class_conditional', 'homogeneous', 'one_coin', 'mace' or 'pooled'"
         )
     pri = model.priors(K, J)
+    if kind == "pooled":
+        return ConjugatePrior(kind, pri["alpha"], pri["beta"], pri["s_shape"], pri["s_rate"], pri, n_raters=J)
     if kind == "mace":
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri, gamma=pri["gamma"])
     if kind in ("class_conditional", "one_coin"):
@@ -151,6 +179,16 @@ def log_prior_density(
     lead = pi.shape[:n]
     flat_pi = pi.reshape(-1, pi.shape[-1])
     S = flat_pi.shape[0]
+    if prior.kind == "pooled":  # p: the kernel's (..., K + 1, K) of m and s
+        assert p is not None, "the pooled model's prior density needs m and s"
+        per = int(np.prod(theta.shape[n:]))
+        th = theta.reshape(S, *theta.shape[n:])
+        hy = p.reshape(S, *p.shape[n:])
+        step = max(1, max_block // max(1, per))
+        out = np.empty(S)
+        for a in range(0, S, step):
+            out[a : a + step] = _log_prior_pooled(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
+        return out.reshape(lead)
     if prior.kind in ("dawid_skene", "homogeneous"):
         per = int(np.prod(theta.shape[n:]))
         other = theta.reshape(S, *theta.shape[n:])
@@ -188,3 +226,19 @@ def _log_prior_block(prior: ConjugatePrior, pi: np.ndarray, other: np.ndarray) -
     const = -n_rows * float(np.sum(gammaln(b1) + gammaln(b2) - gammaln(b1 + b2)))
     kern = xlogy(b1 - 1, other) + xlog1py(b2 - 1, -other)
     return lp + const + kern.reshape(other.shape[0], -1).sum(-1)
+
+
+def _log_prior_pooled(prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, hyper: np.ndarray) -> np.ndarray:
+    """Log prior density of a block of pooled draws: pi (n, K), theta (n, J, K, K), m and s in hyper (n, K + 1, K)."""
+    assert prior.beta is not None and prior.beta1 is not None and prior.beta2 is not None
+    K = pi.shape[-1]
+    m, s = hyper[:, :K, :], hyper[:, K, :]
+    J = theta.shape[1]
+    a = 1.0 + s[:, :, None] * m  # (n, K, K)
+    lp = _log_dirichlet_rows(pi, prior.alpha, 1)
+    const = J * (gammaln(a.sum(-1)) - gammaln(a).sum(-1)).sum(-1)  # (n,)
+    lp = lp + const + np.einsum("nkl,njkl->n", a - 1.0, np.log(theta))
+    lp = lp + _log_dirichlet_rows(m, np.asarray(prior.beta, dtype=float), 1)
+    shape, rate = float(prior.beta1), float(prior.beta2)
+    lp = lp + (K * (shape * np.log(rate) - gammaln(shape)) + ((shape - 1.0) * np.log(s) - rate * s).sum(-1))
+    return lp

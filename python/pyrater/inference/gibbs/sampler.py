@@ -2,7 +2,8 @@
 
 Given the true classes z, the Dawid-Skene, class-conditional, one-coin and
 homogeneous models are conjugate (MACE given also which ratings are spam, drawn
-first by a binomial split of each diagonal count), so the sampler alternates
+first by a binomial split of each diagonal count; the pooled model given z and its
+population rows and concentrations, which a slice-sampling step updates given theta), so the sampler alternates
 
 * ``z_i | pi, theta, y``: a categorical draw per item from
   ``log pi_k + sum_{j, l} C[i, j*K + l] log theta[j, k, l]`` (grouped data:
@@ -75,7 +76,8 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional), ``J*K*K + J`` (one-coin) or ``J*K*K + J*(K + 1)`` (MACE),
+(class-conditional), ``J*K*K + J`` (one-coin), ``J*K*K + J*(K + 1)`` (MACE) or
+``J*K*K + K*K + K`` (pooled),
 plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
@@ -189,7 +191,7 @@ def gibbs(
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
         ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
-        ``"one_coin"``, ``"mace"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"one_coin"``, ``"mace"``, ``"pooled"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.
@@ -266,8 +268,9 @@ def gibbs(
     # ---- memory rule, before any sampling
     S = draws // thin
     Jt = 1 if prior.kind == "homogeneous" else J
-    Kp = prior.p_columns(K)  # per-rater parameters kept (class-conditional K, one-coin 1, MACE K + 1)
-    per_draw = K + Jt * K * K + J * Kp
+    Kp = prior.p_columns(K)  # parameters kept per row (class-conditional K, one-coin 1, MACE K + 1; pooled m and s)
+    Jp = prior.p_rows(J, K)  # rows: J, or K + 1 for the pooled model
+    per_draw = K + Jt * K * K + Jp * Kp
     param_bytes = 8.0 * chains * S * per_draw
     if param_bytes > budget:
         need = math.ceil(draws * param_bytes / S / budget) if S else draws
@@ -313,7 +316,7 @@ def gibbs(
 
     pi_d = np.empty((chains, S, K))
     theta_d = np.empty((chains, S, Jt, K, K))
-    p_d = np.empty((chains, S, J, Kp)) if Kp else np.empty((chains, 0, J, K))
+    p_d = np.empty((chains, S, Jp, Kp)) if Kp else np.empty((chains, 0, J, K))
     ll_d = np.empty((chains, S, I)) if keep_ll else np.empty((chains, 0, 0))
     ll_tot = np.empty((chains, S))
     evidence = [np.empty((I if pi_moves else 0, K)) for _ in range(chains)]
@@ -322,6 +325,7 @@ def gibbs(
     rb = [np.empty((I if keep_rb else 0, K)) for _ in range(chains)]
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(chains)]
     starts = [start_counts(data, known_codes, rng) for rng in rngs]
+    betas = [beta.copy() for _ in range(chains)]  # a chain may rewrite its prior (the pooled model's 1 + s m)
     setup = time.perf_counter() - t0
 
     def run(c: int) -> None:
@@ -335,7 +339,7 @@ def gibbs(
             prior.code,
             K,
             alpha,
-            beta,
+            betas[c],
             beta1,
             beta2,
             N0,
@@ -406,7 +410,7 @@ def gibbs(
     out: dict[str, np.ndarray] = {"pi": pi_d}
     theta_out = theta_d[:, :, 0] if prior.kind == "homogeneous" else theta_d
     out["theta"] = theta_out
-    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE)
+    if Kp:  # the model's own parameters: p (class-conditional, one-coin), competence and xi (MACE), m and s (pooled)
         out.update(prior.reported(p_d))
     if keep_ll:
         out["log_lik"] = ll_d
