@@ -180,6 +180,8 @@ def test_auto_arguments_are_checked_before_any_fit():
     with pytest.raises(ValueError, match="candidates is used by model='auto' only"):
         pyrater.fit(sim.data, "dawid_skene", method="em", candidates=["one_coin"])
     assert "dawid_skene" in default_candidates("em") and "hierarchical" not in default_candidates("em")
+    # the pooled family's joint mode over-shrinks its raters: by its samplers only, unless named
+    assert "pooled" not in default_candidates("em") and "pooled" in default_candidates("gibbs")
 
 
 def test_auto_lifts_priors_below_one_for_the_mode_and_says_so():

@@ -87,8 +87,19 @@ class ModelChoice:
 
 
 def default_candidates(method: str) -> list[str]:
-    """Every registered family that ``method`` fits, in registration order."""
-    return [name for name in model_names() if method in get_model(name).methods]
+    """Every registered family that ``method`` fits, in registration order.
+
+    A family may leave out a method whose estimate is unreliable for it
+    (``auto_methods``; the pooled family's joint posterior mode): it is then
+    a candidate only when named.
+    """
+    out = []
+    for name in model_names():
+        model = get_model(name)
+        allowed = model.methods if model.auto_methods is None else model.auto_methods
+        if method in model.methods and method in allowed:
+            out.append(name)
+    return out
 
 
 def _resolve_candidates(candidates: Sequence[str | Model] | None, method: str) -> dict[str, Model]:

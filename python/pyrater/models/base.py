@@ -116,6 +116,10 @@ class ModelFamily:
     mode_free_priors : tuple of str
         Priors exempt from the rule that a posterior mode needs every
         hyperparameter >= 1 (e.g. a Gamma rate: any positive value keeps the mode).
+    auto_methods : tuple of str or None
+        The methods by which ``pyrater.fit(data, "auto")`` tries the family
+        when no candidates are named (None: all of ``methods``); a family
+        whose estimate by some method is unreliable leaves it out.
     """
 
     name: ClassVar[str]
@@ -128,6 +132,7 @@ class ModelFamily:
     item_level: ClassVar[bool] = False
     k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ()
+    auto_methods: ClassVar[tuple[str, ...] | None] = None
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""

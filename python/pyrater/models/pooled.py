@@ -153,6 +153,9 @@ class PooledDawidSkene(ModelFamily):
     conjugate: ClassVar[str | None] = "pooled"
     k_params: ClassVar[tuple[str, ...]] = ("pi", "m", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ("s_rate",)  # s_shape > 1 is checked by priors()
+    #: "auto" tries it by its samplers only: the joint posterior mode (EM, optimize) over-shrinks the raters
+    #: towards the population rows as raters grow numerous (see the class docstring)
+    auto_methods: ClassVar[tuple[str, ...] | None] = ("gibbs", "mcmc", "pathfinder")
 
     def __post_init__(self) -> None:
         if self.em_update not in (None, "mode", "expected"):
