@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pyrater
-from pyrater import ItemDifficulty, RatingData
+from pyrater import ItemDifficulty, RatingData, _arviz
 from pyrater.checking import vote_histogram
 from pyrater.models.item_difficulty import expand_to_items
 
@@ -120,7 +120,8 @@ def test_log_lik_inference_data_and_loo(mcmc_fit):
     recomputed = mcmc_fit.item_log_lik().T
     np.testing.assert_allclose(stored, recomputed, rtol=1e-8, atol=1e-8)
     idata = mcmc_fit.to_inference_data()
-    assert "log_likelihood" in idata.groups() and idata.posterior["difficulty"].shape[-1] == I
+    assert _arviz.has_group(idata, "log_likelihood")
+    assert _arviz.group(idata, "posterior")["difficulty"].shape[-1] == I
     loo = pyrater.loo(mcmc_fit, warn=False)
     assert np.isfinite(loo.elpd_loo) and loo.elpd_loo < 0
     with pytest.raises(NotImplementedError, match="per-item response probabilities"):
