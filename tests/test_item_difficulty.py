@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -150,6 +151,10 @@ def test_ppc_new_items_covers_data_from_the_model(mcmc_fit):
 
 @pytest.mark.stan
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("PYRATER_LONG_TESTS"),
+    reason="30-45 min of NUTS on caries's 3,869 items, too long for CI: PYRATER_LONG_TESTS=1 runs it",
+)
 def test_caries_item_difficulty_passes_the_vote_histogram_check_dawid_skene_fails():
     """Han, Adiguzel & Carpenter (2024): on caries the 3PL model covers every bin of the positive-vote histogram."""
     caries = RatingData.from_grouped(pyrater.datasets.caries(), tally="n")
