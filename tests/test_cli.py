@@ -663,6 +663,7 @@ def test_fit_model_auto_writes_the_comparison(tmp_path):
         (("--method", "pathfinder"), "--model auto fits its candidates by --method"),
         (("--alpha", "2"), "default priors"),
         (("--restarts", "2"), "--restarts is not used by --model auto"),
+        (("--ml",), "--ml is not available with --model auto"),
     ):
         res = run("fit", str(path), "--model", "auto", "--out", str(tmp_path / "o2"), *bad)
         assert res.returncode != 0 and message in res.stderr, res.stderr

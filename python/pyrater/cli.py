@@ -417,6 +417,8 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
     from .checking.choose import AUTO_METHODS
     from .fitting import fit
 
+    if method == "em-ml":
+        raise CLIError("--ml is not available with --model auto: EM compares its candidates at their posterior modes")
     if method not in AUTO_METHODS:
         raise CLIError(f"--model auto fits its candidates by --method {' or '.join(AUTO_METHODS)}; got {method}")
     if any(getattr(args, name, None) is not None for name in ("priors", "alpha", "beta_diag", "beta_off")):
