@@ -37,7 +37,7 @@ from .._stacklevel import user_stacklevel
 from ..data.ratings import RatingData
 from ..fits.base import Fit
 from ..models import Model, get_model, model_names
-from .compare import BASELINE_NAME, compare
+from .compare import BASELINE_NAME, compare, equivalent_to_best
 from .vote_model import category_counts
 
 __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
@@ -250,8 +250,6 @@ def _pick(table: pd.DataFrame) -> str:
 
 def _close(ref: float, models: pd.DataFrame, name: str, best: str) -> bool:
     """Whether ``name`` is equivalent to the best candidate (the rule of the table, against the best candidate)."""
-    from .compare import equivalent_to_best
-
     ic = _ic(models)
     diff = float(models.loc[name, ic]) - ref
     # the table's dse is against its top row; when the baseline is not on top that row is the best candidate
@@ -265,8 +263,6 @@ def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
     names = list(table.index)
     if names.index(BASELINE_NAME) < names.index(chosen):
         return True
-    from .compare import equivalent_to_best
-
     diff = float(table.loc[BASELINE_NAME, ic] - table.loc[chosen, ic])
     dse = float(table.loc[BASELINE_NAME, "dse"]) if names[0] == chosen else 0.0
     return equivalent_to_best(diff, dse)
