@@ -73,7 +73,7 @@ import pandas as pd
 
 from .._validation import check_int
 from ..data.ratings import RatingData, as_rating_data
-from ..models.kernels import soft_majority_vote
+from ..models.kernels import category_votes, soft_majority_vote
 
 __all__ = [
     "accuracy",
@@ -610,7 +610,7 @@ def majority_vote(
     K = data.n_categories
     shares = soft_majority_vote(data.counts, K)
     # votes are integers; compare counts, not float shares, to find exact ties
-    votes = np.asarray(data.counts @ np.tile(np.eye(K), (data.n_raters, 1)))
+    votes = category_votes(data.counts, K)
     top = votes == votes.max(axis=1, keepdims=True)
     if tie_break == "first":
         rank = np.arange(K)

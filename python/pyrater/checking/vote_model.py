@@ -32,17 +32,14 @@ from scipy.special import digamma, gammaln
 
 from .._validation import check_int, check_seed
 from ..data.ratings import RatingData
+from ..models.kernels import category_votes
 
 __all__ = ["category_counts", "vote_log_lik", "fit_vote_model", "vote_model_kfold"]
 
 
 def category_counts(data: RatingData) -> np.ndarray:
     """Ratings of each category per unit, whoever gave them: (I, K) float."""
-    K = data.n_categories
-    coo = data.counts.tocoo()
-    out = np.zeros((data.n_units, K))
-    np.add.at(out, (coo.row, coo.col % K), coo.data)
-    return out
+    return category_votes(data.counts, data.n_categories)
 
 
 def vote_log_lik(c: np.ndarray, a: np.ndarray) -> np.ndarray:

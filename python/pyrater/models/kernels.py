@@ -404,6 +404,17 @@ def draws_log_lik(
     return out
 
 
+def category_votes(counts: sp.spmatrix, n_categories: int) -> np.ndarray:
+    """Ratings of each category per unit, whoever gave them: ``(I, K)`` floats.
+
+    ``V[i, l] = sum_j C[i, j*K + l]``, one sparse-dense product with the
+    ``(J*K, K)`` indicator of each column's rating.
+    """
+    K = int(n_categories)
+    sel = np.tile(np.eye(K), (counts.shape[1] // K, 1))
+    return np.asarray(counts @ sel, dtype=float)
+
+
 def soft_majority_vote(counts: sp.spmatrix, n_categories: int) -> np.ndarray:
     """Share of each category among each unit's ratings (soft majority vote).
 
@@ -421,10 +432,7 @@ def soft_majority_vote(counts: sp.spmatrix, n_categories: int) -> np.ndarray:
         without ratings gets ``1/K``.
     """
     K = int(n_categories)
-    JK = counts.shape[1]
-    # (J*K, K) dense indicator of the rating l of column j*K + l: one sparse-dense product
-    sel = np.tile(np.eye(K), (JK // K, 1))
-    votes = np.asarray(counts @ sel, dtype=float)
+    votes = category_votes(counts, K)
     total = votes.sum(axis=1)
     empty = total <= 0
     votes[empty] = 1.0
