@@ -11,6 +11,8 @@ DS         Dawid-Skene, ``pyrater.em(..., method="map")``, rater's default prior
            K >= 5, where no mode exists; 1.5 keeps every error probability above 0, which K-fold
            needs: a held-out rating of probability 0 has log density -inf)
 ORD        the ordinal model (``pyrater.Ordinal()``, default priors), categories in the data's order
+ORD-lapse  the ordinal model whose raters lapse (``pyrater.Ordinal(lapse=True)``: with probability
+           ``g_j ~ Beta(2, 20)`` rater j rates at random), categories in the data's order
 ORD-data   the ordinal model with the order of the categories chosen by the data: the
            ordering (up to reversal) with the highest log posterior of an EM fit from the
            majority vote; no gold used
@@ -137,11 +139,13 @@ def run(name: str, kfold: bool, order_search: bool, seed: int) -> dict:
         warnings.simplefilter("ignore")  # EM convergence notes on the largest sets; kfold's -inf notes
         ds = pyrater.em(data, ds_model(K), method="map", progress=False, seed=seed)
         od = pyrater.em(data, "ordinal", method="map", progress=False, seed=seed)
+        ol = pyrater.em(data, pyrater.Ordinal(lapse=True), method="map", progress=False, seed=seed)
         row["time_ds_s"] = round(time.perf_counter() - t0, 1)
         if gold is not None:
             row["acc_mv"] = mv_accuracy(data, gold)
             row["acc_ds"] = accuracy(ds, gold)
             row["acc_ord"] = accuracy(od, gold)
+            row["acc_lapse"] = accuracy(ol, gold)
         row["logpost_ds"], row["logpost_ord"] = ds.log_posterior, od.log_posterior
         if order_search:
             order, lp, lp_nat = best_order(ratings, cats, seed)
@@ -159,9 +163,10 @@ def run(name: str, kfold: bool, order_search: bool, seed: int) -> dict:
             elif gold is not None:
                 row["acc_ord_data"] = row["acc_ord"]
         if kfold:
-            table = pyrater.compare({"DS": ds, "ORD": od}, seed=seed)
+            table = pyrater.compare({"DS": ds, "ORD": od, "ORD-lapse": ol}, seed=seed)
             row["elpd_ds"] = float(table.loc["DS", "elpd_loo"])
             row["elpd_ord"] = float(table.loc["ORD", "elpd_loo"])
+            row["elpd_lapse"] = float(table.loc["ORD-lapse", "elpd_loo"])
             row["elpd_diff_se"] = float(table["dse"].max())
             row["chosen"] = table.index[0]
     row["time_s"] = round(time.perf_counter() - t0, 1)
@@ -169,14 +174,14 @@ def run(name: str, kfold: bool, order_search: bool, seed: int) -> dict:
 
 
 def markdown(df: pd.DataFrame) -> str:
-    cols = ["dataset", "K", "items", "ratings", "gold", "acc_mv", "acc_ds", "acc_ord", "acc_ord_data"]
-    cols += ["order_data", "elpd_ds", "elpd_ord", "elpd_diff_se", "chosen"]
+    cols = ["dataset", "K", "items", "ratings", "gold", "acc_mv", "acc_ds", "acc_ord", "acc_lapse", "acc_ord_data"]
+    cols += ["order_data", "elpd_ds", "elpd_ord", "elpd_lapse", "elpd_diff_se", "chosen"]
     cols = [c for c in cols if c in df]
     out = df[cols].copy()
-    for c in ("acc_mv", "acc_ds", "acc_ord", "acc_ord_data"):
+    for c in ("acc_mv", "acc_ds", "acc_ord", "acc_lapse", "acc_ord_data"):
         if c in out:
             out[c] = out[c].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
-    for c in ("elpd_ds", "elpd_ord", "elpd_diff_se"):
+    for c in ("elpd_ds", "elpd_ord", "elpd_lapse", "elpd_diff_se"):
         if c in out:
             out[c] = out[c].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
     header = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"

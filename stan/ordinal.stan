@@ -6,6 +6,10 @@
 //   theta[j, k, l] = P(y <= l | k, j) - P(y <= l - 1 | k, j)
 //   z_i ~ Categorical(pi),  y_ijr | z_i = k ~ Categorical(theta[j, k])
 //
+// With has_lapse = 1 raters lapse: with probability lapse[j] rater j rates at random,
+//   theta[j, k, l] = (1 - lapse[j]) * ordinal[j, k, l] + lapse[j] / K,  lapse[j] ~ Beta(lapse_prior)
+// (has_lapse = 0: no lapse parameters, the plain ordinal model).
+//
 // Categories 0..K-1 (K >= 3) sit at their codes on the latent scale, cut at the
 // midpoints: the class locations and cutpoints are fixed (they set the origin
 // and unit of the scale), each rater has a shift (bias) and a scale (noise).
@@ -22,9 +26,10 @@ functions {
     return log_inv_logit(a) - log1p_exp(b) + log1m_exp(b - a);
   }
 
-  // (J*K) x K matrix with entry [(j-1)*K + l, k] = log theta[j, k, l].
-  matrix log_theta_matrix(vector shift, vector log_scale, int K) {
+  // (J*K) x K matrix with entry [(j-1)*K + l, k] = log theta[j, k, l]; lapse empty or of size J.
+  matrix log_theta_matrix(vector shift, vector log_scale, vector lapse, int K) {
     int J = rows(shift);
+    int has_lapse = rows(lapse) > 0;
     matrix[J * K, K] out;
     for (j in 1:J) {
       real inv_s = exp(-log_scale[j]);
@@ -36,6 +41,13 @@ functions {
           out[(j - 1) * K + l, k] = log_diff_inv_logit(z[l], z[l - 1]);
         }
         out[j * K, k] = log1m_inv_logit(z[K - 1]);
+        if (has_lapse) {
+          // log((1 - g) theta + g / K), elementwise over the K ratings of class k
+          for (l in 1:K) {
+            out[(j - 1) * K + l, k] = log_sum_exp(log1m(lapse[j]) + out[(j - 1) * K + l, k],
+                                                  log(lapse[j]) - log(K));
+          }
+        }
       }
     }
     return out;
@@ -68,6 +80,8 @@ data {
   real<lower=0> shift_sd;                   // Normal prior on shift[j]: sd (mean 0)
   real log_scale_mean;                      // Normal prior on log_scale[j]: mean
   real<lower=0> log_scale_sd;               // Normal prior on log_scale[j]: sd
+  int<lower=0, upper=1> has_lapse;          // 1: raters lapse (rate at random) with probability lapse[j]
+  vector<lower=0>[2] lapse_prior;           // Beta prior on lapse[j] (read when has_lapse)
   int<lower=0, upper=1> write_log_lik;      // 1: write the per-unit log_lik in generated quantities
 }
 transformed data {
@@ -104,13 +118,15 @@ parameters {
   simplex[K] pi;                            // prevalence of the true classes
   vector[J] shift;                          // shift[j]: rater j's bias (> 0 rates high), in class widths
   vector[J] log_scale;                      // log of rater j's scale (noise)
+  vector<lower=0, upper=1>[has_lapse ? J : 0] lapse;  // lapse[j]: rater j's probability of rating at random
 }
 model {
   vector[K] log_pi = log(pi);
-  vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(shift, log_scale, K), log_pi'));
+  vector[JK1 * K] lt = to_vector(append_row(log_theta_matrix(shift, log_scale, lapse, K), log_pi'));
   target += prior_const + dot_product(alpha - 1, log_pi);
   target += normal_lpdf(shift | 0, shift_sd);  // full densities: right whether or not Stan drops constants
   target += normal_lpdf(log_scale | log_scale_mean, log_scale_sd);
+  target += beta_lpdf(lapse | lapse_prior[1], lapse_prior[2]);  // 0 terms without lapses
   target += dot_product(weight_v, unit_log_lik(csr_matrix_times_vector(K * I, K * JK1, wb, vb, ub, lt),
                                                I, known));
 }
@@ -120,7 +136,7 @@ generated quantities {
   array[J, K] vector[K] theta;
   vector[write_log_lik ? I : 0] log_lik;    // log p(y_i) per unit
   {
-    matrix[J * K, K] ltm = log_theta_matrix(shift, log_scale, K);
+    matrix[J * K, K] ltm = log_theta_matrix(shift, log_scale, lapse, K);
     for (j in 1:J) {
       for (k in 1:K) {
         theta[j, k] = exp(ltm[((j - 1) * K + 1):(j * K), k]);

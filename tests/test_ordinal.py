@@ -387,3 +387,138 @@ def test_mcmc_intervals_cover_the_truth_over_replicates(stan_engine):
             total += 5
         assert (f.class_probabilities().to_numpy().argmax(1) == sim.z).mean() > 0.85
     assert covered >= 0.75 * total, (covered, total)
+
+
+# ------------------------------------------------------------------ raters who lapse (Ordinal(lapse=True))
+LAPSE = np.array([0.0, 0.05, 0.1, 0.2, 0.3, 0.15])
+
+
+def test_lapse_mixes_the_ordinal_matrix_with_a_uniform_rating():
+    sim = simulate_ordinal(50, 6, pi=PI, shift=SHIFT, scale=SCALE, lapse=LAPSE, seed=0)
+    expected = (1 - LAPSE)[:, None, None] * scipy_theta(SHIFT, SCALE, K) + LAPSE[:, None, None] / K
+    np.testing.assert_allclose(sim.theta, expected, rtol=1e-12)
+    np.testing.assert_array_equal(sim.params["lapse"], LAPSE)
+    drawn = pyrater.simulate(Ordinal(lapse=True), 20, 4000, n_categories=3, raters_per_item=2, seed=1)
+    g = drawn.params["lapse"]  # Beta(2, 20) by default: mean 1/11, sd 0.06
+    assert g.mean() == pytest.approx(2 / 22, abs=0.005) and g.std() == pytest.approx(0.0597, abs=0.005)
+    assert "lapse" not in simulate_ordinal(10, 2, n_categories=3, seed=0).params  # no lapse unless asked
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Ordinal(lapse_prior=(2, 20)), "give lapse=True"),
+        (lambda: Ordinal(lapse="yes"), "lapse must be True or False"),
+        (lambda: Ordinal(lapse=True, lapse_prior=(0.5, 20)).priors(3, 2), "two finite numbers >= 1"),
+        (lambda: Ordinal(lapse=True, lapse_prior=(2, 20, 1)).priors(3, 2), r"lapse_prior must .* shape \(2,\)"),
+        (lambda: simulate_ordinal(10, 2, n_categories=3, lapse=[0.1, 1.2]), r"probabilities in \[0, 1\]"),
+    ],
+)
+def test_lapse_bad_input(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def _lapse_objective(x: np.ndarray, N: np.ndarray, prior: dict | None) -> float:
+    """sum N log theta (+ log prior) of raters who lapse, written with scipy."""
+    J = N.shape[0]
+    b, u, g = x[:J], x[J : 2 * J], x[2 * J :]
+    theta = (1 - g)[:, None, None] * scipy_theta(b, np.exp(u), N.shape[1]) + g[:, None, None] / N.shape[1]
+    f = float(np.sum(N * np.log(theta)))
+    if prior is not None:
+        f += float(np.sum(stats.norm.logpdf(b, 0, prior["shift_sd"])))
+        f += float(np.sum(stats.norm.logpdf(u, prior["log_scale_mean"], prior["log_scale_sd"])))
+        f += float(np.sum(stats.beta.logpdf(g, *prior["lapse_prior"])))
+    return f
+
+
+@pytest.mark.parametrize("method", ["ml", "map"])
+def test_lapse_m_step_raises_the_objective_and_em_climbs(method):
+    model = Ordinal(lapse=True)
+    prior = model.priors(K, 6) if method == "map" else None
+    rng = np.random.default_rng(5)
+    N = rng.gamma(1.0, 5.0, size=(6, K, K)) + 40 * np.eye(K)
+    x = model.em_start(K, 6)
+    values = [_lapse_objective(x, N, prior)]
+    for _ in range(5):
+        x = model.em_m_step(x, N, prior)
+        values.append(_lapse_objective(x, N, prior))
+    assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+    assert values[-1] > values[0]
+    if prior is not None:  # em_log_prior is the scipy log prior
+        assert model.em_log_prior(x, prior) == pytest.approx(_lapse_objective(x, np.zeros_like(N), prior), rel=1e-12)
+    sim = simulate_ordinal(400, 6, pi=PI, shift=SHIFT, scale=SCALE, lapse=LAPSE, raters_per_item=3, seed=4)
+    fit = em(sim.data, model, method=method, tol=1e-12, max_iter=3000, progress=False)
+    assert np.all(np.diff(fit.log_lik_trace) >= -1e-8 * np.abs(fit.log_lik_trace[1:]))
+
+
+def test_lapse_em_recovers_the_lapses_and_beats_the_plain_model_where_raters_lapse():
+    sim = simulate_ordinal(3000, 6, pi=PI, shift=SHIFT, scale=SCALE, lapse=LAPSE, raters_per_item=4, seed=8)
+    fit = em(sim.data, Ordinal(lapse=True), method="map", progress=False)
+    g = fit.model_params["lapse"]  # about 2,000 ratings per rater; a lapse shows only in a far miss
+    assert np.all(np.abs(g - LAPSE) < 0.07) and np.mean(np.abs(g - LAPSE)) < 0.035, g
+    assert np.corrcoef(g, LAPSE)[0, 1] > 0.9
+    np.testing.assert_allclose(fit.model_params["shift"], SHIFT, atol=0.08)
+    np.testing.assert_allclose(np.exp(fit.model_params["log_scale"]), SCALE, rtol=0.25)
+    plain = em(sim.data, "ordinal", method="map", progress=False)
+    table = pyrater.compare({"lapse": fit, "plain": plain}, seed=1, progress=False)
+    assert table.index[0] == "lapse" and table.loc["plain", "elpd_diff"] < -4 * table.loc["plain", "dse"]
+
+
+@pytest.mark.stan
+def test_lapse_em_map_is_stans_posterior_mode(stan_engine):
+    model = Ordinal(lapse=True)
+    sim = simulate_ordinal(300, 5, n_categories=4, shift=SHIFT[:5], scale=SCALE[:5], lapse=LAPSE[:5], raters_per_item=3, seed=1)  # fmt: skip
+    ref = em(sim.data, model, method="map", tol=1e-13, param_tol=1e-10, max_iter=10000, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = pyrater.fit(sim.data, model, method="optimize", seed=3, engine=stan_engine)
+    np.testing.assert_allclose(opt.point_estimate("pi").to_numpy(), ref.pi, atol=2e-4)
+    np.testing.assert_allclose(opt.point_estimate("theta").to_numpy(), ref.theta, atol=1e-3)
+    np.testing.assert_allclose(opt.params["lapse"], ref.model_params["lapse"], atol=2e-3)
+    np.testing.assert_allclose(opt.params["shift"], ref.model_params["shift"], atol=2e-3)
+
+
+@pytest.mark.stan
+def test_lapse_stan_log_density_equals_brute_force_enumeration(stan_engine):
+    """Stan's log density (no Jacobian) of the program with lapses: every item's classes summed by hand."""
+    from pyrater.inference.stan.data import stan_data
+
+    model = Ordinal(lapse=True, lapse_prior=(1.5, 12.0))
+    sim = simulate_ordinal(12, 3, n_categories=3, seed=4, raters_per_item=2, repeats=2)
+    d = stan_data(sim.data, model)
+    assert d["has_lapse"] == 1 and list(d["lapse_prior"]) == [1.5, 12.0]
+    rng = np.random.default_rng(6)
+    raters = {r: j for j, r in enumerate(sim.data.rater_labels)}
+    cats = {c: k for k, c in enumerate(sim.data.categories)}
+    df = sim.data.to_long()
+    for _ in range(2):
+        params = {
+            "pi": rng.dirichlet(np.full(3, 2.0)),
+            "shift": rng.normal(0, 1, 3),
+            "log_scale": rng.normal(-1, 1, 3),
+            "lapse": rng.uniform(0.01, 0.5, 3),
+        }
+        g = params["lapse"]
+        theta = (1 - g)[:, None, None] * scipy_theta(params["shift"], np.exp(params["log_scale"]), 3) + g[
+            :, None, None
+        ] / 3
+        ll = 0.0
+        for _, rows in df.groupby("item"):
+            p = 0.0
+            for z in range(3):
+                term = params["pi"][z]
+                for r, y in zip(rows["rater"], rows["rating"]):
+                    term *= theta[raters[r], z, cats[y]]
+                p += term
+            ll += np.log(p)
+        prior = (
+            stats.dirichlet.logpdf(params["pi"], d["alpha"])
+            + stats.norm.logpdf(params["shift"], 0, 1).sum()
+            + stats.norm.logpdf(params["log_scale"], -1, 1).sum()
+            + stats.beta.logpdf(g, 1.5, 12.0).sum()
+        )
+        lp = stan_engine.log_prob("ordinal", d, params, jacobian=False)
+        assert lp == pytest.approx(ll + prior, rel=1e-10)
+        gq = stan_engine.generated_quantities("ordinal", d, params)
+        np.testing.assert_allclose(gq["theta"], theta, rtol=1e-10)

@@ -15,6 +15,8 @@ simulate
     Simulated data with known truth.
 loo, kfold, waic, compare, posterior_predictive_check, calibrate, score
     Checking, comparing and calibrating fits.
+sbc
+    Simulation-based calibration of a model and its sampler.
 
 The package is organised by concept (see ARCHITECTURE.md): ``data`` ->
 ``models`` -> ``fits`` -> ``inference`` -> ``checking`` -> :func:`fit` and the
@@ -89,6 +91,8 @@ _PUBLIC: dict[str, str] = {
     "CalibrationResult": "pyrater.checking.calibration",
     "majority_vote": "pyrater.checking.scoring",
     "score": "pyrater.checking.scoring",
+    "sbc": "pyrater.fitting",
+    "SBCResult": "pyrater.checking.sbc",
     # decisions
     "agreement": "pyrater.decisions",
     "AgreementResult": "pyrater.decisions",
@@ -133,6 +137,7 @@ __all__ = [
     "PPCResults",
     "RatingData",
     "RatingDataError",
+    "SBCResult",
     "Simulation",
     "UnratedItemsWarning",
     "__version__",
@@ -161,6 +166,7 @@ __all__ = [
     "plots",
     "posterior_predict",
     "posterior_predictive_check",
+    "sbc",
     "score",
     "simulate",
     "simulate_class_conditional",
@@ -229,6 +235,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         posterior_predict,
         posterior_predictive_check,
     )
+    from .checking.sbc import SBCResult
     from .checking.scoring import majority_vote, score
     from .contrib.mixture import binomial_mixture_em
     from .data.distributed import DistributedRatingData
@@ -237,7 +244,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .fits.base import Fit, FitSummary, load
     from .fits.em import EMFit
     from .fits.fitfile import FitFileError
-    from .fitting import fit
+    from .fitting import fit, sbc
     from .inference.em.algorithm import em
     from .inference.em.convergence import EMConvergenceWarning
     from .models import (

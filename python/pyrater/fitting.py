@@ -24,9 +24,10 @@ from .data.ratings import DataFormat, RatingData, as_rating_data
 from .models import Model, get_model
 
 if TYPE_CHECKING:
+    from .checking.sbc import SBCResult
     from .fits.base import Fit
 
-__all__ = ["fit", "METHODS", "METHOD_ARGUMENTS"]
+__all__ = ["fit", "sbc", "METHODS", "METHOD_ARGUMENTS"]
 
 METHODS = ("mcmc", "optimize", "em", "gibbs", "pathfinder")
 Method = Literal["mcmc", "optimize", "em", "gibbs", "pathfinder"]
@@ -372,6 +373,101 @@ def _fit_auto(
         progress=progress,
     )
     return best
+
+
+def sbc(
+    model: str | Model,
+    method: Literal["gibbs", "mcmc", "pathfinder"] = "gibbs",
+    *,
+    n_sims: int = 100,
+    n_items: int = 40,
+    n_raters: int = 5,
+    n_categories: int | None = None,
+    raters_per_item: int | None = None,
+    n_draws: int = 99,
+    thin: int | None = None,
+    warmup: int | None = None,
+    quantities: Sequence[str] | None = None,
+    fit_model: str | Model | None = None,
+    engine: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    **fit_options: Any,
+) -> SBCResult:
+    """Simulation-based calibration of ``model`` fitted by ``method``.
+
+    Parameters
+    ----------
+    model : str or model object
+        The family, with its priors (a model object sets them); data and true
+        parameters are drawn from it.
+    method : {"gibbs", "mcmc", "pathfinder"}
+        A method that returns posterior draws and fits ``model``.  Pathfinder is an
+        approximation: SBC shows how far it is from the posterior.
+    n_sims : int
+        Replicates (each a simulation and a fit); at least 20.
+    n_items, n_raters, n_categories, raters_per_item
+        The simulated design (default 40 items, 5 raters rating every item,
+        ``K = 2``, or 3 for families that need ``K >= 3``).
+    n_draws : int
+        Posterior draws ranked per replicate (``L``; ranks run over ``0 .. L``);
+        ``L + 1`` should have many divisors for the histograms (99, 199, 999).
+    thin : int, optional
+        Keep every ``thin``-th draw (default 4 for Gibbs, 1 for NUTS and
+        Pathfinder): the fit runs ``n_draws x thin`` draws on one chain.
+        Autocorrelated draws make rank histograms uneven even for an exact
+        sampler; thin until the effective sample size is near ``n_draws``.
+    warmup : int, optional
+        Warm-up iterations of each fit (default 200 for Gibbs, 300 for NUTS).
+    quantities : sequence of str, optional
+        The parameters to rank, by name (``"pi"``, ``"theta"``, ``"p"``, ...);
+        default every parameter with a true value (see the module notes).
+    fit_model : str or model object, optional
+        Fit with this model instead (default ``model``): SBC of a fit whose
+        prior differs from the one that generated the data, which it should fail.
+    engine : str, optional
+        The Stan engine for ``"mcmc"`` and ``"pathfinder"``.
+    seed : int
+        Seeds every simulation and fit (replicate ``r`` uses the ``r``-th
+        child of ``numpy.random.SeedSequence(seed)``), so a run is reproducible
+        and a failing replicate can be rerun alone.
+    progress : bool
+        A progress bar over the replicates.
+    **fit_options
+        Passed to :func:`pyrater.fit` (e.g. ``pi_moves``); ``chains``,
+        ``draws``, ``seed`` and the others set here are refused.
+
+    Returns
+    -------
+    SBCResult
+
+    Examples
+    --------
+    >>> result = sbc("one_coin", "gibbs", n_sims=50, progress=False)  # doctest: +SKIP
+    >>> result.passed()  # doctest: +SKIP
+    True
+    """
+    from .checking.sbc import run_sbc
+
+    return run_sbc(
+        model,
+        method,
+        fit,
+        n_sims=n_sims,
+        n_items=n_items,
+        n_raters=n_raters,
+        n_categories=n_categories,
+        raters_per_item=raters_per_item,
+        n_draws=n_draws,
+        thin=thin,
+        warmup=warmup,
+        quantities=quantities,
+        fit_model=fit_model,
+        engine=engine,
+        seed=seed,
+        progress=progress,
+        **fit_options,
+    )
 
 
 def _check_distributed_gibbs_memory(data: Any, model: Model, opts: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from .checking.plots import (
     plot_rank,
     plot_rater_accuracy,
     plot_raters,
+    plot_sbc,
     plot_trace,
 )
 
@@ -23,4 +24,5 @@ __all__ = [
     "plot_ppc",
     "plot_trace",
     "plot_rank",
+    "plot_sbc",
 ]

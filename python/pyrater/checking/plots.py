@@ -8,6 +8,7 @@
 * :func:`plot_ppc` -- a posterior predictive check: observed against replicated values
   (a histogram for a scalar statistic, intervals per component for a vector one).
 * :func:`plot_trace`, :func:`plot_rank` -- MCMC diagnostics through ArviZ.
+* :func:`plot_sbc` -- rank histograms of a simulation-based calibration run.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "plot_ppc",
     "plot_trace",
     "plot_rank",
+    "plot_sbc",
 ]
 
 
@@ -369,3 +371,57 @@ def plot_rank(fit: Fit, var_names: Sequence[str] = ("pi",), **kwargs):
     from .. import _arviz
 
     return _arviz.plot_rank(_mcmc_idata(fit), var_names, **kwargs)
+
+
+def plot_sbc(result, quantities: Sequence[str] | None = None, bins: int | None = None, max_panels: int = 12):
+    """Rank histograms of a simulation-based calibration run (Talts et al. 2018, figure 1).
+
+    One panel per quantity, the least uniform first (smallest chi-square p-value),
+    with the band that holds a bin's count with probability 0.99 when the ranks are
+    uniform (binomial quantiles, shaded grey) and the expected count (line).
+
+    Parameters
+    ----------
+    result : SBCResult
+        From :func:`pyrater.sbc`.
+    quantities : sequence of str, optional
+        Which quantities to draw (default: the ``max_panels`` least uniform).
+    bins : int, optional
+        As in :meth:`SBCResult.counts`.
+    max_panels : int
+        At most this many panels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from scipy import stats
+
+    counts = result.counts(bins)
+    if quantities is None:
+        quantities = list(result.uniformity(bins).index[:max_panels])
+    else:
+        quantities = [quantities] if isinstance(quantities, str) else list(quantities)
+        unknown = sorted(set(quantities) - set(counts.columns))
+        if unknown:
+            raise ValueError(f"quantities {unknown} are not in this SBC run; it ranked {list(counts.columns)[:10]} ...")
+    n = len(quantities)
+    ncol = min(4, n)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.0 * ncol, 2.4 * nrow), squeeze=False, sharey=True)
+    b = counts.shape[0]
+    lo, hi = stats.binom.ppf([0.005, 0.995], result.n_sims, 1.0 / b)
+    expected = result.n_sims / b
+    for ax, q in zip(axes.flat, quantities):
+        ax.axhspan(lo, hi, color="0.88", zorder=0)
+        ax.axhline(expected, color="0.5", lw=1, zorder=1)
+        ax.bar(np.arange(b), counts[q].to_numpy(), width=1.0, color="C0", edgecolor="white", zorder=2)
+        ax.set_title(q, fontsize=9)
+        ax.set_xticks([])
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("replicates")
+    fig.suptitle(f"SBC ranks: {result.model} by {result.method} ({result.n_sims} replicates, {result.n_draws} draws)")
+    fig.tight_layout()
+    return fig

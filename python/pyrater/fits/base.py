@@ -46,6 +46,7 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "gamma_raw": ("rater", "category", "rating"),
     "shift": ("rater",),
     "log_scale": ("rater",),
+    "lapse": ("rater",),
     "competence": ("rater",),
     "xi": ("rater", "rating"),
     "log_lik": ("item",),

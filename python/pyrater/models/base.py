@@ -183,6 +183,10 @@ class ModelFamily:
         """Log prior density of x (every constant included)."""
         raise NotImplementedError
 
+    def em_params(self, x: np.ndarray) -> dict[str, np.ndarray] | None:
+        """The family's own parameters at x, named as in its Stan program, for EM fits (default none)."""
+        return None
+
     def __str__(self) -> str:
         fields = ", ".join(
             f"{k}={'default' if v is None else np.array2string(np.asarray(v), precision=3)}"

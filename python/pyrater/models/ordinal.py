@@ -21,6 +21,21 @@ have their own cutpoints; here the cutpoints are common and each rater's
 shift and scale move them), marginalised over a latent class as in
 Dawid & Skene (1979).  Stan program ``stan/ordinal.stan``; native EM
 (:func:`pyrater.em`) with the Newton M-step of :func:`m_step_raters`.
+
+Lapses (``Ordinal(lapse=True)``).  With probability ``g_j`` rater ``j``
+lapses and gives a rating at random, so that
+
+    theta[j, k, l] = (1 - g_j) * ordinal[j, k, l] + g_j / K,
+
+``g_j ~ Beta(lapse_prior)`` (default Beta(2, 20): mean 0.09, mode 0.05).  A
+logistic tail makes a rating two or more categories away very unlikely; real
+raters give such far misses far more often (inattention, a slip of the
+mouse), and without a lapse the likelihood can only explain them with a large
+scale, which blurs the rater's near-miss information too.  The lapse is the
+"guessing" parameter of item response theory (the 3PL) and MACE's spammer
+(Hovy et al. 2013) applied to an ordinal rater.  EM's M-step then splits each
+expected count into its lapse and ordinal parts (an inner EM step, so EM
+stays monotone) before the Newton step.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.special import betaln, xlog1py, xlogy
 
 from .base import ModelFamily, interior, numeric_array, resolve_alpha
 from .registry import register
@@ -49,6 +65,7 @@ __all__ = [
     "ordinal_log_theta",
     "ordinal_parameters",
     "m_step_raters",
+    "m_step_lapse",
 ]
 
 #: default sd of the Normal prior on a rater's shift (one class width: a rater who rates a class high)
@@ -58,6 +75,10 @@ DEFAULT_SHIFT_SD = 1.0
 DEFAULT_LOG_SCALE_MEAN = -1.0
 #: default sd of the Normal prior on log sigma_j (sigma from 0.05 to 2.7 within 2 sd)
 DEFAULT_LOG_SCALE_SD = 1.0
+#: default Beta prior on a rater's lapse probability g_j (mean 0.09, mode 0.05)
+DEFAULT_LAPSE_PRIOR = (2.0, 20.0)
+#: EM's starting lapse probability
+LAPSE_START = 0.05
 #: bounds on log sigma_j in the EM M-step (maximum likelihood can push a perfect rater to sigma = 0)
 LOG_SCALE_BOUNDS = (-7.0, 5.0)
 #: smallest probability of a rating (keeps log theta finite where exp underflows)
@@ -126,6 +147,12 @@ def ordinal_theta(shift: Any, scale: Any, K: int) -> np.ndarray:
     """
     theta = np.exp(ordinal_log_theta(shift, scale, K))
     return theta / theta.sum(axis=-1, keepdims=True)
+
+
+def lapse_theta(theta: np.ndarray, lapse: Any) -> np.ndarray:
+    """``(1 - g_j) theta[j] + g_j / K``: the error matrices (J, K, K) of raters who lapse with probability ``g_j``."""
+    g = np.asarray(lapse, dtype=float)[:, None, None]
+    return (1.0 - g) * theta + g / theta.shape[-1]
 
 
 def ordinal_parameters(theta: Any) -> dict[str, np.ndarray]:
@@ -300,6 +327,50 @@ def m_step_raters(
     return b, u
 
 
+def m_step_lapse(
+    shift: np.ndarray,
+    log_scale: np.ndarray,
+    lapse: np.ndarray,
+    N: np.ndarray,
+    prior: dict | None,
+    n_inner: int = 3,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The M-step of raters who lapse: raise ``sum N log theta`` (+ log prior) over ``(b_j, log sigma_j, g_j)``.
+
+    Each rating is either a lapse (probability ``g_j / K`` of its value) or an
+    ordinal rating (``(1 - g_j) ordinal[j, k, l]``).  An inner EM step splits the
+    expected counts ``N`` (J, K, K) into the two parts at the current
+    parameters, then sets ``g_j`` to its Beta posterior mode (ML: the share of
+    lapses) and runs :func:`m_step_raters` on the ordinal part.  Each inner step
+    raises the objective (a generalised EM step), so the outer EM stays
+    monotone.  ``g_j`` is kept within ``[0, 1 - 1e-9]``.
+
+    Returns
+    -------
+    shift, log_scale, lapse : arrays (J,)
+    """
+    K = N.shape[1]
+    b = np.array(shift, dtype=float)
+    u = np.array(log_scale, dtype=float)
+    g = np.array(lapse, dtype=float)
+    n_j = np.einsum("jkl->j", N)
+    if prior is not None:
+        a1, a2 = (float(v) for v in np.asarray(prior["lapse_prior"], dtype=float))
+    for _ in range(n_inner):
+        ordinal = np.exp(ordinal_log_theta(b, np.exp(u), K))
+        ordinal /= ordinal.sum(axis=-1, keepdims=True)
+        mix = lapse_theta(ordinal, g)
+        share = np.where(N > 0, (g[:, None, None] / K) / mix, 0.0)  # P(lapse | rating, class)
+        n_lapse = np.einsum("jkl,jkl->j", N, share)
+        if prior is None:
+            new_g = np.where(n_j > 0, n_lapse / np.where(n_j > 0, n_j, 1.0), g)
+        else:
+            new_g = (n_lapse + a1 - 1.0) / (n_j + a1 + a2 - 2.0)
+        g = np.clip(new_g, 0.0, 1.0 - 1e-9)
+        b, u = m_step_raters(b, u, N * (1.0 - share), prior)
+    return b, u, g
+
+
 # ------------------------------------------------------------------ the family
 
 
@@ -310,6 +381,18 @@ def _positive(name: str, value: Any, default: float) -> float:
     if not arr > 0:
         raise ValueError(f"{name} must be > 0; got {float(arr)!r}")
     return float(arr)
+
+
+def _lapse_prior(value: Any) -> np.ndarray:
+    """The Beta prior (a, b) of the lapse probabilities, both >= 1 (a posterior mode exists)."""
+    if value is None:
+        return np.array(DEFAULT_LAPSE_PRIOR)
+    arr = numeric_array("lapse_prior", value, [(2,)], "(2,): the (a, b) of a Beta prior")
+    if np.any(~(arr >= 1.0)) or np.any(~np.isfinite(arr)):
+        raise ValueError(
+            f"lapse_prior must hold two finite numbers >= 1 (a Beta prior with a mode); got {arr.tolist()!r}"
+        )
+    return arr.astype(float)
 
 
 def _finite(name: str, value: Any, default: float) -> float:
@@ -344,6 +427,13 @@ class Ordinal(ModelFamily):
         Normal prior on ``log sigma_j`` (default -1 and 1: ``sigma`` about
         0.37, which puts 0.58 on the right rating of an inner class, rater's
         default accuracy 0.6).
+    lapse : bool
+        Raters lapse: with probability ``g_j`` rater ``j`` gives a rating at
+        random, ``theta[j] = (1 - g_j) ordinal[j] + g_j / K``, so that far misses
+        cost little (see the module notes).  Default False.
+    lapse_prior : (a, b), optional
+        Beta prior on each ``g_j`` when ``lapse`` (default (2, 20): mean 0.09,
+        mode 0.05; both must be >= 1 for the posterior mode EM finds).
 
     Notes
     -----
@@ -373,61 +463,117 @@ class Ordinal(ModelFamily):
     shift_sd: Any = None
     log_scale_mean: Any = None
     log_scale_sd: Any = None
+    lapse: bool = False
+    lapse_prior: Any = None
     name: ClassVar[str] = "ordinal"
     title: ClassVar[str] = "Ordinal raters"
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em")
     conjugate: ClassVar[str | None] = None
     k_params: ClassVar[tuple[str, ...]] = ("pi", "categories")
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.lapse, (bool, np.bool_)):
+            raise ValueError(f"lapse must be True or False; got {self.lapse!r}")
+        if self.lapse_prior is not None and not self.lapse:
+            raise ValueError("lapse_prior applies to raters who lapse: give lapse=True with it")
+
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
-        """Resolved priors: ``alpha`` (K,), ``shift_sd``, ``log_scale_mean``, ``log_scale_sd`` (0-d arrays)."""
+        """Resolved priors: ``alpha`` (K,), ``shift_sd``, ``log_scale_mean``, ``log_scale_sd`` (0-d arrays).
+
+        With ``lapse``, also ``lapse_prior`` (2,), the Beta prior of the lapse probabilities.
+        """
         _check_k(K)
-        return {
+        out = {
             "alpha": resolve_alpha(self.alpha, K),
             "shift_sd": np.array(_positive("shift_sd", self.shift_sd, DEFAULT_SHIFT_SD)),
             "log_scale_mean": np.array(_finite("log_scale_mean", self.log_scale_mean, DEFAULT_LOG_SCALE_MEAN)),
             "log_scale_sd": np.array(_positive("log_scale_sd", self.log_scale_sd, DEFAULT_LOG_SCALE_SD)),
         }
+        if self.lapse:
+            out["lapse_prior"] = _lapse_prior(self.lapse_prior)
+        return out
 
     def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, Any]:
         """The prior entries of the Stan program's data block."""
+        lapse = "lapse_prior" in priors
         return {
-            **super().stan_priors(priors, K, J),
+            **{k: v for k, v in super().stan_priors(priors, K, J).items() if k != "lapse_prior"},
             **{k: float(priors[k]) for k in ("shift_sd", "log_scale_mean", "log_scale_sd")},
+            "has_lapse": int(lapse),
+            "lapse_prior": np.asarray(priors["lapse_prior"], dtype=float) if lapse else np.ones(2),
         }
 
     def stan_init(self, rng: np.random.Generator, K: int, J: int) -> dict[str, np.ndarray]:
-        """Small shifts and scales about 0.3 (raters mostly right)."""
-        return {"shift": rng.uniform(-0.2, 0.2, size=J), "log_scale": np.log(0.3) + rng.uniform(-0.3, 0.3, size=J)}
+        """Small shifts, scales about 0.3 (raters mostly right), lapses about 0.05."""
+        init = {"shift": rng.uniform(-0.2, 0.2, size=J), "log_scale": np.log(0.3) + rng.uniform(-0.3, 0.3, size=J)}
+        if self.lapse:
+            init["lapse"] = rng.uniform(0.02, 0.08, size=J)
+        return init
 
     def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray]:
-        """Stan parameters at a mode found by EM (the shifts and scales of its error matrices)."""
+        """Stan parameters near a mode found by EM (the shifts and scales of its error matrices).
+
+        With lapses the error matrices are not ordinal: the shifts and scales are then those of
+        the least-squares fit of :func:`ordinal_parameters`, and each lapse starts at 0.05.
+        """
         par = ordinal_parameters(theta)
-        return {"pi": interior(pi), "shift": par["shift"], "log_scale": np.log(par["scale"])}
+        start = {"pi": interior(pi), "shift": par["shift"], "log_scale": np.log(par["scale"])}
+        if self.lapse:
+            start["lapse"] = np.full(theta.shape[0], LAPSE_START)
+        return start
 
     # ---- EM hooks: the M-step of a family without a closed form (pyrater.inference.em)
     def em_start(self, K: int, J: int) -> np.ndarray:
-        """EM's starting rater parameters ``[b (J,), log sigma (J,)]`` (zeros and the prior mean)."""
-        return np.concatenate([np.zeros(J), np.full(J, DEFAULT_LOG_SCALE_MEAN)])
+        """EM's starting rater parameters ``[b (J,), log sigma (J,)]`` (zeros and the prior mean), then ``g (J,)``.
+
+        The lapses ``g`` (0.05 each) only with ``lapse``.
+        """
+        x = [np.zeros(J), np.full(J, DEFAULT_LOG_SCALE_MEAN)]
+        if self.lapse:
+            x.append(np.full(J, LAPSE_START))
+        return np.concatenate(x)
+
+    def _split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        J = x.size // (3 if self.lapse else 2)
+        return x[:J], x[J : 2 * J], (x[2 * J :] if self.lapse else None)
 
     def em_m_step(self, x: np.ndarray, N: np.ndarray, priors: dict | None) -> np.ndarray:
-        """New rater parameters from the expected counts ``N`` (J, K, K), from ``x`` (:func:`m_step_raters`)."""
-        J = N.shape[0]
-        b, u = m_step_raters(x[:J], x[J:], N, priors)
-        return np.concatenate([b, u])
+        """New rater parameters from the expected counts ``N`` (J, K, K), from ``x``.
+
+        :func:`m_step_raters`, or :func:`m_step_lapse` for raters who lapse.
+        """
+        b, u, g = self._split(x)
+        if g is None:
+            b, u = m_step_raters(b, u, N, priors)
+            return np.concatenate([b, u])
+        b, u, g = m_step_lapse(b, u, g, N, priors)
+        return np.concatenate([b, u, g])
 
     def em_theta(self, x: np.ndarray, K: int) -> np.ndarray:
         """Error matrices (J, K, K) of the rater parameters ``x``."""
-        J = x.size // 2
-        return ordinal_theta(x[:J], np.exp(x[J:]), K)
+        b, u, g = self._split(x)
+        theta = ordinal_theta(b, np.exp(u), K)
+        return theta if g is None else lapse_theta(theta, g)
+
+    def em_params(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """``shift``, ``log_scale`` and (with ``lapse``) ``lapse`` at x, each (J,), as the Stan program names them."""
+        b, u, g = self._split(x)
+        out = {"shift": b, "log_scale": u}
+        if g is not None:
+            out["lapse"] = g
+        return out
 
     def em_log_prior(self, x: np.ndarray, priors: dict) -> float:
         """Log prior density of the rater parameters ``x`` (every constant included)."""
-        J = x.size // 2
-        return float(
-            np.sum(_log_normal(x[:J], 0.0, float(priors["shift_sd"])))
-            + np.sum(_log_normal(x[J:], float(priors["log_scale_mean"]), float(priors["log_scale_sd"])))
+        b, u, g = self._split(x)
+        lp = float(
+            np.sum(_log_normal(b, 0.0, float(priors["shift_sd"])))
+            + np.sum(_log_normal(u, float(priors["log_scale_mean"]), float(priors["log_scale_sd"])))
         )
+        if g is not None:
+            a1, a2 = (float(v) for v in np.asarray(priors["lapse_prior"], dtype=float))
+            lp += float(np.sum(xlogy(a1 - 1.0, g) + xlog1py(a2 - 1.0, -g) - betaln(a1, a2)))
+        return lp
 
 
 def simulate_ordinal(
@@ -446,6 +592,8 @@ def simulate_ordinal(
     shift_sd: float | None = None,
     log_scale_mean: float | None = None,
     log_scale_sd: float | None = None,
+    lapse: Any = None,
+    lapse_prior: Any = None,
 ) -> Simulation:
     """Simulate from the ordinal rater model.
 
@@ -459,11 +607,17 @@ def simulate_ordinal(
         Rater scales ``sigma_j > 0``.  Default: ``exp(Normal(log_scale_mean, log_scale_sd))``.
     shift_sd, log_scale_mean, log_scale_sd : float, optional
         Priors for drawing the shifts and scales (defaults of :class:`Ordinal`).
+    lapse : array (J,) or scalar, optional
+        Lapse probabilities ``g_j`` in ``[0, 1]``: ``theta[j] = (1 - g_j) ordinal[j] + g_j / K``.
+    lapse_prior : (a, b), optional
+        Draw the lapse probabilities from ``Beta(a, b)`` (when ``lapse`` is not given).
+        Neither given: raters do not lapse.
 
     Returns
     -------
     Simulation
-        ``params = {"shift": (J,), "scale": (J,)}``; ``model="ordinal"``.
+        ``params = {"shift": (J,), "scale": (J,)}``, and ``"lapse"`` (J,) when raters lapse;
+        ``model="ordinal"``.
 
     Examples
     --------
@@ -489,8 +643,19 @@ def simulate_ordinal(
         shift = rng.normal(0.0, sd_b, size=J)
     if scale is None:
         scale = np.exp(rng.normal(m_u, sd_u, size=J))
+    if lapse is not None:
+        lapse = numeric_array("lapse", lapse, [(J,), ()], f"(J,) = ({J},) or a scalar")
+        if np.any(~((lapse >= 0) & (lapse <= 1))):
+            raise ValueError(f"lapse must hold probabilities in [0, 1]; got {lapse.tolist()!r}")
+        lapse = np.broadcast_to(lapse, (J,)).astype(float)
+    elif lapse_prior is not None:
+        a1, a2 = _lapse_prior(lapse_prior)
+        lapse = rng.beta(a1, a2, size=J)
     theta = ordinal_theta(shift, scale, K)
     params = {"shift": shift, "scale": scale}
+    if lapse is not None:
+        theta = lapse_theta(theta, lapse)
+        params["lapse"] = lapse
     return _finish(rng, "ordinal", I, J, pi, theta, raters_per_item, repeats, params, categories)
 
 

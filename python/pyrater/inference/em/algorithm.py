@@ -177,7 +177,7 @@ def _run(
             conv.reset_classes()
         if it + 1 < max_iter:
             pi, theta, empty = m_step(prob, T, kind, prior, wT, theta)
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, kind)
 
 
 def _run_result(
@@ -190,9 +190,15 @@ def _run_result(
     converged: bool,
     conv: Convergence,
     prior: MapPrior | None = None,
+    kind: str | NumericMStep | None = None,
 ) -> dict[str, Any]:
-    """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence."""
+    """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence.
+
+    A family with its own M-step also leaves its parameters (``"numeric_x"``): a run continued
+    later (the start search) resumes from them, not from another run's.
+    """
     return {
+        "numeric_x": kind.x.copy() if isinstance(kind, NumericMStep) else None,
         "model_params": None if prior is None else prior.model_params(),
         "pi": pi,
         "theta": theta,
@@ -375,7 +381,7 @@ def _run_fused(
                 pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior)
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, kind)
 
 
 # ----------------------------------------------------------------------------- em
@@ -656,7 +662,9 @@ def em(
             T0 = rng.dirichlet(np.ones(K), size=n_fit)
         return clamp_classes(T0, prob.known)
 
-    def run_from(T0: np.ndarray, n_iter: int) -> dict[str, Any]:
+    def run_from(T0: np.ndarray, n_iter: int, numeric_x: np.ndarray | None = None) -> dict[str, Any]:
+        if numeric_x is not None and isinstance(kind, NumericMStep):  # resume the family's own parameters
+            kind.x = numeric_x.copy()
         if fused is None:
             return _run(prob, T0, kind, prior, tol, n_iter, param_tol, bar)
         return _run_fused(prob, T0, kind, prior, tol, n_iter, fused, int(n_threads), param_tol, bar)

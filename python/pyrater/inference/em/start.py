@@ -117,8 +117,9 @@ def search(run_from: Any, starts: list[tuple[str, np.ndarray]], max_iter: int, m
         res = results[r]
         if not res["converged"] and max_iter > short:
             # _run starts with an M-step from the class probabilities at the short run's estimate:
-            # exactly the iteration that would have come next
-            more = run_from(res["T"], max_iter - short)
+            # exactly the iteration that would have come next (a family with its own M-step resumes
+            # from the short run's parameters, as that iteration would have)
+            more = run_from(res["T"], max_iter - short, res.get("numeric_x"))
             more["trace"] = np.concatenate([res["trace"], more["trace"]])
             more["start"] = res["start"]
             res = more

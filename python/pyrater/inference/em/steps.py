@@ -202,7 +202,12 @@ class MapPrior:
         return dataclasses.replace(self, pooled=PooledState(m=m0, s=s0))
 
     def model_params(self) -> dict[str, np.ndarray] | None:
-        """The model's own parameters at the estimate besides pi and theta (pooled: ``m`` and ``s``), or None."""
+        """The model's own parameters at the estimate besides pi and theta (pooled: ``m`` and ``s``), or None.
+
+        A family with its own numerical M-step reports its parameters through its ``em_params`` hook.
+        """
+        if self.numeric is not None:
+            return self.numeric.model.em_params(self.numeric.x.copy())
         if self.pooled is None:
             return None
         return {"m": self.pooled.m.copy(), "s": self.pooled.s.copy()}

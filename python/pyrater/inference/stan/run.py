@@ -166,7 +166,7 @@ def sample(
         data=data,
         model=model,
         priors=model.priors(K, J),
-        draws=res.draws,
+        draws=_present(res.draws),
         sample_stats=res.sample_stats,
         known=known,
         engine=res.engine,
@@ -175,6 +175,15 @@ def sample(
     )
     fit.mcmc_diagnostics(warn=True)
     return fit
+
+
+def _present(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Stan's outputs without the parameters a program switched off (size 0).
+
+    E.g. the ordinal model's ``lapse`` without lapses; ``log_lik`` is kept as it is (its size says
+    whether it was written).
+    """
+    return {k: v for k, v in values.items() if k == "log_lik" or np.size(v) > 0}
 
 
 def pathfinder(
@@ -220,7 +229,7 @@ def pathfinder(
         data=data,
         model=model,
         priors=model.priors(data.n_categories, data.n_raters),
-        draws=res.draws,
+        draws=_present(res.draws),
         sample_stats={"lp": res.lp[idx][None], "lp_approx": res.lp_approx[idx][None]},
         known=known,
         engine=res.engine,
@@ -264,7 +273,7 @@ def optimize(
         data=data,
         model=model,
         priors=priors,
-        params=res.params,
+        params=_present(res.params),
         known=known,
         engine=res.engine,
         log_density=float(res.log_density),
