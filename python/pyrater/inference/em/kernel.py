@@ -16,7 +16,7 @@ the CSR counts: for each unit ``i``
    ``n_k += w_i T[i, k]`` and the objective ``sum_i w_i ll_i``.
 
 The M-step that turns ``N`` and ``n_k`` into ``pi`` and ``theta`` stays in
-:mod:`pyrater.inference.em.algorithm` (:func:`pyrater.inference.em.algorithm._m_step_from_counts`), shared with the
+:mod:`pyrater.inference.em.steps` (:func:`pyrater.inference.em.steps.m_step_from_counts`), shared with the
 scipy path.
 
 Layout and speed
