@@ -53,6 +53,7 @@ _PUBLIC: dict[str, str] = {
     "Ordinal": "pyrater.models",
     "MACE": "pyrater.models",
     "PooledDawidSkene": "pyrater.models",
+    "CommunityDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -64,6 +65,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_ordinal": "pyrater.models",
     "simulate_mace": "pyrater.models",
     "simulate_pooled": "pyrater.models",
+    "simulate_community": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -129,6 +131,7 @@ __all__ = [
     "OneCoinDawidSkene",
     "Ordinal",
     "PooledDawidSkene",
+    "CommunityDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -172,6 +175,7 @@ __all__ = [
     "simulate_one_coin",
     "simulate_ordinal",
     "simulate_pooled",
+    "simulate_community",
     "waic",
 ]
 
@@ -250,6 +254,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         OneCoinDawidSkene,
         Ordinal,
         PooledDawidSkene,
+        CommunityDawidSkene,
         Simulation,
         get_model,
         simulate,
@@ -262,4 +267,5 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_one_coin,
         simulate_ordinal,
         simulate_pooled,
+        simulate_community,
     )

@@ -328,7 +328,7 @@ def _resolve_model(args: argparse.Namespace, K: int):
             if off is not None:
                 options["beta2"] = off
         else:  # a Dirichlet beta (K, K); the pooled model's (on its population rows) is at least 1
-            base = np.maximum(default_beta(K), 1.0) if args.model == "pooled" else default_beta(K)
+            base = np.maximum(default_beta(K), 1.0) if args.model in ("pooled", "community") else default_beta(K)
             beta = np.array(options.get("beta", base), dtype=float)
             if beta.shape != (K, K):
                 raise CLIError(
