@@ -247,6 +247,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .models import (
         MACE,
         ClassConditionalDawidSkene,
+        CommunityDawidSkene,
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
@@ -254,11 +255,11 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         OneCoinDawidSkene,
         Ordinal,
         PooledDawidSkene,
-        CommunityDawidSkene,
         Simulation,
         get_model,
         simulate,
         simulate_class_conditional,
+        simulate_community,
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,
@@ -267,5 +268,4 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         simulate_one_coin,
         simulate_ordinal,
         simulate_pooled,
-        simulate_community,
     )

@@ -230,7 +230,7 @@ class CommunityDawidSkene(ModelFamily):
         return cls(n_communities=int(data["L"]))
 
     def stan_init(self, rng: np.random.Generator, K: int, J: int) -> dict[str, np.ndarray]:
-        """Diagonal-heavy ``m_raw`` (L, K, K) and ``theta`` (J, K, K); ``s_raw`` (L, K) 5-20; ``rho_raw`` near uniform."""
+        """Diagonal-heavy ``m_raw`` (L, K, K) and ``theta`` (J, K, K); ``s_raw`` (L, K) 5-20; ``rho_raw`` even."""
         L = self.L
         rho = rng.dirichlet(np.full(L, 50.0))
         return {
