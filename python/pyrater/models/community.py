@@ -157,6 +157,13 @@ class CommunityDawidSkene(ModelFamily):
     rho_alpha : scalar, optional
         Symmetric Dirichlet prior on the community sizes ``rho`` (default 2;
         at least 1 for the posterior mode to exist).
+    em_update : {"mode", "expected"}, optional
+        How EM updates ``(m, s)``, as in :class:`pyrater.PooledDawidSkene`: ``"mode"``
+        (default) maximises their density given the current theta, so EM finds
+        the joint posterior mode (Stan's ``optimize``), which shrinks the raters
+        towards their community's rows; ``"expected"`` maximises its expectation
+        under each rater's Dirichlet posterior given the expected counts (the
+        variational Bayes update of the hyperparameters; not the joint mode).
 
     Notes
     -----
@@ -179,6 +186,7 @@ class CommunityDawidSkene(ModelFamily):
     s_shape: Any = None
     s_rate: Any = None
     rho_alpha: Any = None
+    em_update: Any = None
     name: ClassVar[str] = "community"
     title: ClassVar[str] = "Community Dawid-Skene"
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em", "gibbs")
@@ -190,6 +198,8 @@ class CommunityDawidSkene(ModelFamily):
 
     def __post_init__(self) -> None:
         _n_communities(self.n_communities)
+        if self.em_update not in (None, "mode", "expected"):
+            raise ValueError(f"em_update must be 'mode' or 'expected'; got {self.em_update!r}")
 
     @property
     def L(self) -> int:
