@@ -154,7 +154,7 @@ def pooled_hyper_mode_rows(theta, m, s, beta, a, b, max_iter):  # pragma: no cov
 
 @numba.njit(cache=True, nogil=True)
 def hyper_mode_from_sums(T, n, m, s, beta, a, b, max_iter):  # pragma: no cover - compiled
-    """:func:`pooled_hyper_mode_rows` from sufficient statistics: ``T[k, l] = sum_j w_j log theta[j, k, l]``, n = sum_j w_j.
+    """:func:`pooled_hyper_mode_rows` from sums: ``T[k, l] = sum_j w_j log theta[j, k, l]``, ``n = sum_j w_j``.
 
     The community model's M-step for one community, whose raters enter with
     weights ``w_j`` (their responsibilities): ``n`` may be any float >= 0.

@@ -787,7 +787,7 @@ def community_m_step(N: np.ndarray, prior: MapPrior, theta_prev: np.ndarray | No
 
     st = prior.community
     assert st is not None and prior.beta is not None
-    J, K = N.shape[0], N.shape[1]
+    J = N.shape[0]
     L = st.rho.size
     if theta_prev is None or theta_prev.shape[0] != J:
         r = np.broadcast_to(st.rho, (J, L)).copy()
