@@ -765,7 +765,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
         "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd; "
         "mace: alpha, beta1, beta2 scalars, gamma per rating; "
-        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate); "
+        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate; "
+        "community: those of pooled, rho_alpha and n_communities); "
         "--alpha/--beta-* override it",
     )
     p.add_argument(

@@ -250,6 +250,11 @@ class CommunityDawidSkene(ModelFamily):
             "theta": diagonal_heavy_rows(rng, (J,), K),
         }
 
+    def stan_generated_values(self, K: int, J: int) -> int:
+        """The sorted ``m``, ``s``, ``rho`` and ``community_prob`` (J, L) the program writes per draw."""
+        L = self.L
+        return L * K * K + L * K + L + J * L
+
     def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray]:
         """Stan parameters at a mode found by EM: ``theta``, and every community at the raters' mean rows."""
         K, L = pi.size, self.L

@@ -776,6 +776,16 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
             for q in range(K):
                 c0 -= math.lgamma(1.0 + sv * p[l * K + k, q])
         const[l] = c0
+    logt = np.empty((J, K, K))
+    for j in range(J):
+        for k in range(K):
+            for q in range(K):
+                logt[j, k, q] = math.log(max(theta[j, k, q], 1e-300))
+    A = np.empty((L, K, K))  # s[l, k] m[l, k, q]: the Dirichlet parameters minus 1
+    for l in range(L):
+        for k in range(K):
+            for q in range(K):
+                A[l, k, q] = p[L * K + l, k] * p[l * K + k, q]
     c = np.empty(J, np.int64)
     lp = np.empty(L)
     count = np.zeros(L)
@@ -784,9 +794,8 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
         for l in range(L):
             v = const[l]
             for k in range(K):
-                sv = p[L * K + l, k]
                 for q in range(K):
-                    v += sv * p[l * K + k, q] * math.log(max(theta[j, k, q], 1e-300))
+                    v += A[l, k, q] * logt[j, k, q]
             lp[l] = v
             mx = max(mx, v)
         tot = 0.0
@@ -814,6 +823,12 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
     for l in range(L):
         p[R, l] = out[l]
     # (m[l, k], s[l, k]) | the members' rows: the pooled model's slice sampler with n_l raters
+    Ts = np.zeros((L, K, K))  # sum over the members of community l of log theta[j]
+    for j in range(J):
+        l = c[j]
+        for k in range(K):
+            for q in range(K):
+                Ts[l, k, q] += logt[j, k, q]
     T = np.empty(K)
     x = np.empty(K + 1)
     mrow = np.empty(K)
@@ -821,11 +836,7 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
         n_l = int(count[l])
         for k in range(K):
             for q in range(K):
-                t = 0.0
-                for j in range(J):
-                    if c[j] == l:
-                        t += math.log(max(theta[j, k, q], 1e-300))
-                T[q] = t
+                T[q] = Ts[l, k, q]
             sv = max(p[L * K + l, k], 1e-300)
             x[0] = math.log(sv)
             ref = math.log(max(p[l * K + k, K - 1], 1e-300))
