@@ -45,11 +45,12 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
    * 5, pooled: the Dawid-Skene draw with ``beta[j, k] = 1 + s[k] m[k]``, then
      the population rows ``m[k]`` and concentrations ``s[k]`` given theta by
      slice sampling (:func:`pooled_hyper_step`), which rewrites ``beta``.
-   * 6, community: the Dawid-Skene draw with ``beta[j, k] = 1 + s[c_j, k] m[c_j, k]``,
-     then each rater's community ``c_j`` given theta, ``rho`` given the
-     communities, each community's ``(m[l], s[l])`` given its members' theta by
-     the pooled model's slice sampler, and a relabelling of the communities by
-     the mean diagonal of ``m`` (:func:`community_step`).
+   * 6, community: each rater's community ``c_j`` given the counts with theta
+     integrated out (Dirichlet-multinomial), then the Dawid-Skene draw with
+     ``beta[j, k] = 1 + s[c_j, k] m[c_j, k]``, ``rho`` given the communities,
+     each community's ``(m[l], s[l])`` given its members' theta by the pooled
+     model's slice sampler, and a relabelling of the communities by the mean
+     diagonal of ``m`` (:func:`community_step`).
 
 Dirichlet draws are normalised Gamma draws.
 
@@ -741,22 +742,30 @@ def _community_start(J, K, L, beta1, p):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma: no cover - compiled
-    """Update the community model's ``c``, ``rho``, ``(m, s)`` given theta, relabel, and rewrite the raters' prior.
+def community_step(J, K, N, theta, beta, beta1, beta2, rng, p, shape, row, n_rounds):  # pragma: no cover
+    """The community model's parameter step given the class counts: ``c``, theta, ``rho``, ``(m, s)``, relabel.
 
+    A partially collapsed Gibbs step (van Dyk & Park 2008): each rater's
+    community is drawn with theta integrated out, ``c_j | z, m, s, rho``
+    (Dirichlet-multinomial likelihood of the rater's counts ``N``), then
+    ``theta[j] | z, c_j, m, s`` (Dirichlet): together an exact draw of
+    ``(c, theta)`` from their conditional, which lets a rater change community
+    in one step (given theta alone, ``c_j`` sticks to the community theta was
+    drawn around).  Then ``rho | c`` and each community's ``(m[l], s[l])`` given
+    its members' theta by the pooled model's slice sampler, and a relabelling
+    of the communities by the mean diagonal of ``m`` (largest first), which
+    leaves the posterior invariant since the prior treats the communities alike.
+
+    ``N`` (J*K, K): ``N[j*K + q, k]`` ratings q of items of class k by rater j.
     ``L = beta2[0]`` communities; ``beta1 = (s_shape, s_rate, rho_alpha)``;
     ``beta[J, k]`` the Dirichlet prior on every ``m[l, k]``; ``beta[j, k]``
-    (j < J) is rewritten to ``1 + s[c_j, k] m[c_j, k]``.  ``p`` (L*K + L + 1 + J,
-    max(K, L)) holds the state and what is reported: ``m[l, k]`` in row
-    ``l*K + k``, ``s[l]`` in row ``L*K + l``, ``rho`` in row ``L*K + L`` and, in
-    row ``L*K + L + 1 + j``, rater j's community probabilities
-    ``P(c_j = l | theta_j, m, s, rho)`` at the state before this step (their
-    average over draws is the Rao-Blackwellised posterior probability).  An
-    all-zero ``rho`` row (a new chain) is replaced by :func:`_community_start`.
-
-    Each conditional update leaves the posterior invariant; so does the final
-    relabelling (communities sorted by the mean diagonal of ``m``, largest
-    first), since the prior treats the communities alike.
+    (j < J) is set to ``1 + s[c_j, k] m[c_j, k]`` for the theta draw.  ``p``
+    (L*K + L + 1 + J, max(K, L)) holds the state and what is reported:
+    ``m[l, k]`` in row ``l*K + k``, ``s[l]`` in row ``L*K + l``, ``rho`` in row
+    ``L*K + L`` and, in row ``L*K + L + 1 + j``, rater j's community
+    probabilities ``P(c_j = l | z, m, s, rho)`` (their average over draws is
+    the Rao-Blackwellised posterior probability).  An all-zero ``rho`` row (a
+    new chain) is replaced by :func:`_community_start`.
     """
     L = int(beta2[0] + 0.5)
     a_s, b_s, a_rho = beta1[0], beta1[1], beta1[2]
@@ -766,36 +775,31 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
         tot += p[R, l]
     if tot <= 0.0:
         _community_start(J, K, L, beta1, p)
-    # c_j | theta_j: log rho_l + sum_k log Dirichlet(theta[j, k] | 1 + s[l, k] m[l, k])
-    const = np.empty(L)
-    for l in range(L):
-        c0 = math.log(max(p[R, l], 1e-300))
-        for k in range(K):
-            sv = p[L * K + l, k]
-            c0 += math.lgamma(K + sv)
-            for q in range(K):
-                c0 -= math.lgamma(1.0 + sv * p[l * K + k, q])
-        const[l] = c0
-    logt = np.empty((J, K, K))
-    for j in range(J):
-        for k in range(K):
-            for q in range(K):
-                logt[j, k, q] = math.log(max(theta[j, k, q], 1e-300))
-    A = np.empty((L, K, K))  # s[l, k] m[l, k, q]: the Dirichlet parameters minus 1
+    # c_j | z: log rho_l + sum_k log DirMult(N[j, k] | 1 + s[l, k] m[l, k])
+    A = np.empty((L, K, K))  # the Dirichlet parameters 1 + s[l, k] m[l, k, q]
+    lgA = np.empty((L, K, K))
     for l in range(L):
         for k in range(K):
             for q in range(K):
-                A[l, k, q] = p[L * K + l, k] * p[l * K + k, q]
+                A[l, k, q] = 1.0 + p[L * K + l, k] * p[l * K + k, q]
+                lgA[l, k, q] = math.lgamma(A[l, k, q])
     c = np.empty(J, np.int64)
     lp = np.empty(L)
     count = np.zeros(L)
     for j in range(J):
         mx = -np.inf
         for l in range(L):
-            v = const[l]
+            v = math.log(max(p[R, l], 1e-300))
             for k in range(K):
+                n_jk = 0.0
                 for q in range(K):
-                    v += A[l, k, q] * logt[j, k, q]
+                    x = N[j * K + q, k]
+                    if x > 0.0:
+                        n_jk += x
+                        v += math.lgamma(A[l, k, q] + x) - lgA[l, k, q]
+                if n_jk > 0.0:
+                    a0 = K + p[L * K + l, k]
+                    v += math.lgamma(a0) - math.lgamma(a0 + n_jk)
             lp[l] = v
             mx = max(mx, v)
         tot = 0.0
@@ -814,6 +818,21 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
                 break
         c[j] = cj
         count[cj] += 1.0
+    # theta[j] | z, c_j: the Dawid-Skene draw with the community's prior
+    for j in range(J):
+        l = c[j]
+        for k in range(K):
+            for q in range(K):
+                beta[j, k, q] = A[l, k, q]
+                shape[q] = A[l, k, q] + N[j * K + q, k]
+            _dirichlet_into(rng, shape, row)
+            for q in range(K):
+                theta[j, k, q] = row[q]
+    logt = np.empty((J, K, K))
+    for j in range(J):
+        for k in range(K):
+            for q in range(K):
+                logt[j, k, q] = math.log(max(theta[j, k, q], 1e-300))
     # rho | c
     shp = np.empty(L)
     out = np.empty(L)
@@ -886,13 +905,6 @@ def community_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pragma
                 p[R + 1 + j, l] = old[R + 1 + j, order[l]]
         for j in range(J):
             c[j] = rank[c[j]]
-    # the raters' prior given their community
-    for j in range(J):
-        l = c[j]
-        for k in range(K):
-            sv = p[L * K + l, k]
-            for q in range(K):
-                beta[j, k, q] = 1.0 + sv * p[l * K + k, q]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -918,7 +930,9 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
     for k in range(K):
         shape[k] = alpha[k] + n_k[k]
     _dirichlet_into(rng, shape, pi)
-    if kind == DAWID_SKENE or kind == POOLED or kind == COMMUNITY:
+    if kind == COMMUNITY:  # beta (J + 1, K, K): work space for the raters' 1 + s m, then the prior on m
+        community_step(J, K, N, theta, beta, beta1, beta2, rng, p, shape, row, POOLED_SLICE_ROUNDS)
+    elif kind == DAWID_SKENE or kind == POOLED:
         for j in range(J):
             for k in range(K):
                 for l in range(K):
@@ -928,8 +942,6 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
                     theta[j, k, l] = row[l]
         if kind == POOLED:  # beta (J + 1, K, K): the raters' 1 + s m (rewritten), then the prior on m
             pooled_hyper_step(J, K, theta, beta, beta1, beta2, rng, p, POOLED_SLICE_ROUNDS)
-        elif kind == COMMUNITY:  # beta (J + 1, K, K): the raters' 1 + s m of their community, then the prior on m
-            community_step(J, K, theta, beta, beta1, beta2, rng, p, POOLED_SLICE_ROUNDS)
     elif kind == HOMOGENEOUS:
         for k in range(K):
             for l in range(K):
