@@ -99,6 +99,19 @@ def test_em_ml_is_refused_and_map_needs_priors_of_at_least_one():
         em(sim.data, CommunityDawidSkene(beta=np.full((K, K), 0.5)), method="map")
 
 
+def test_registered_with_every_method_and_auto_by_its_samplers_only():
+    from pyrater.checking.choose import default_candidates
+    from pyrater.inference.stan.data import STAN_MODEL_NAMES
+
+    assert "community" in pyrater.models.MODEL_NAMES and "community" in STAN_MODEL_NAMES
+    assert pyrater.get_model("community").methods == ("mcmc", "optimize", "pathfinder", "em", "gibbs")
+    # the joint mode over-shrinks the raters towards their community's rows (module notes)
+    assert "community" not in default_candidates("em") and "community" in default_candidates("gibbs")
+    # a model rebuilt from its resolved priors (as "auto" does) is the same model
+    pri = CommunityDawidSkene(n_communities=2).priors(K, 4)
+    assert CommunityDawidSkene(**{k: np.asarray(v, dtype=float) for k, v in pri.items()}).L == 2
+
+
 def test_sorting_relabels_every_parameter_alike():
     rng = np.random.default_rng(0)
     m = rng.dirichlet(np.ones(K), size=(5, 3, K))  # 5 draws, L = 3

@@ -95,7 +95,8 @@ def _n_communities(value: Any) -> int:
     if value is None:
         return DEFAULT_N_COMMUNITIES
     arr = np.asarray(value)
-    if arr.shape != () or arr.dtype.kind not in "iu" or int(arr) < 1:
+    integral = arr.dtype.kind in "iu" or (arr.dtype.kind == "f" and arr.shape == () and float(arr).is_integer())
+    if arr.shape != () or not integral or int(arr) < 1:
         raise ValueError(f"n_communities must be an integer >= 1; got {value!r}")
     return int(arr)
 
