@@ -21,9 +21,12 @@ Marginalisation
 prior: ``p(theta[j]) = sum_l rho[l] prod_k Dirichlet(theta[j, k] | 1 + s[l, k]
 m[l, k])``.  The Stan program sums ``c`` out with ``log_sum_exp`` (no discrete
 parameter); EM treats ``c`` as missing data (responsibilities in the E-step);
-Gibbs draws it.  Every method reports the posterior probability that rater
-``j`` is in community ``l``, ``community_prob`` (J, L): Rao-Blackwellised
-over the draws (Gibbs, NUTS), at the estimate (EM).
+Gibbs draws it with theta integrated out (given the classes), then theta
+given it.  Every method reports the posterior probability that rater ``j`` is
+in community ``l``, ``community_prob`` (J, L): Rao-Blackwellised over the
+draws (NUTS: the mean of ``P(c_j = l | theta, m, s, rho)``; Gibbs: of
+``P(c_j = l | z, m, s, rho)``; both estimate ``P(c_j = l | y)``), at the
+estimate (EM: the responsibilities).
 
 Labels of the communities
 -------------------------
