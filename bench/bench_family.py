@@ -3,7 +3,7 @@
 The target (issue 25, item 4): each native method at 10^6 ratings within 2x
 of Dawid-Skene by the same method, per EM iteration and per Gibbs sweep.
 
-Data simulated from the family (``--family``: one_coin, mace or pooled;
+Data simulated from the family (``--family``: one_coin, mace, pooled or community;
 K = 5 categories, 5 distinct raters per item, items = ratings / 5,
 J = min(5000, max(50, ratings / 200)) raters, as ``bench_em.py``), fitted by
 the family and by Dawid-Skene on the same data:
@@ -12,11 +12,13 @@ the family and by Dawid-Skene on the same data:
   start, ``tol=0`` so that every run makes ``--em-iters`` iterations): loop
   time per iteration (``fit.timings["loop"] / fit.n_iter``).  Maximum
   likelihood for one_coin and mace (rater's default DS prior has an
-  off-diagonal 0.8 < 1 at K = 5, so no MAP); the posterior mode for pooled,
-  which has no ML, with Dawid-Skene's prior raised to at least 1
-  (``beta = max(default_beta(5), 1)``, the pooled model's prior on its
-  population rows).  MACE's M-step is an inner EM on the expected counts;
-  pooled's adds a Newton step on its population rows.
+  off-diagonal 0.8 < 1 at K = 5, so no MAP); the posterior mode for pooled
+  and community, which have no ML, with Dawid-Skene's prior raised to at
+  least 1 (``beta = max(default_beta(5), 1)``, the pooled model's prior on
+  its population rows).  MACE's M-step is an inner EM on the expected counts;
+  pooled's adds a Newton step on its population rows; community's (L = 3,
+  its default) the communities' responsibilities and a weighted Newton step
+  per community.
 * Gibbs (``pyrater.fit(method="gibbs")``, one chain (so one thread), no
   ``log_lik``): sampling time per sweep (``fit.elapsed / (warmup + draws)``).
 
@@ -53,6 +55,7 @@ FAMILIES = {
     "one_coin": ("one-coin", "ml", False),
     "mace": ("MACE", "ml", False),
     "pooled": ("pooled", "map", True),
+    "community": ("community", "map", True),
 }
 
 

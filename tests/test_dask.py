@@ -129,6 +129,21 @@ def test_pooled_em_map_equals_in_memory(client):
         np.testing.assert_allclose(dist.model_params[key], mem.model_params[key], rtol=1e-6)
 
 
+def test_community_em_map_equals_in_memory(client):
+    df = _long("community")
+    data = DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=3, sort=False), **COLS)
+    dist = _distributed(data, model="community", method="map", max_iter=15)
+    mem = _in_memory(df, model="community", method="map", max_iter=15)
+    assert dist.n_iter == mem.n_iter
+    np.testing.assert_allclose(dist.pi, mem.pi, atol=1e-7)
+    np.testing.assert_allclose(dist.theta, mem.theta, atol=1e-7)
+    np.testing.assert_allclose(dist.log_lik_trace, mem.log_lik_trace, rtol=1e-9)
+    # the community rows: the weighted Newton steps on (m, s) amplify the rounding differences of the
+    # distributed sums (pi and theta agree to 1e-7, these to ~1e-5)
+    for key in ("m", "s", "rho", "community_prob"):
+        np.testing.assert_allclose(dist.model_params[key], mem.model_params[key], rtol=1e-4, atol=1e-7)
+
+
 def test_items_spread_over_input_partitions_are_gathered(client):
     df = _long("dawid_skene")
     ddf = dd.from_pandas(df, npartitions=6, sort=False)
@@ -366,7 +381,7 @@ def _z_scores(dist, mem) -> np.ndarray:
 
 
 @pytest.mark.slow  # 300 sweeps of scheduler round trips (the homogeneous chains need ~100 sweeps of warm-up here)
-@pytest.mark.parametrize("model", ["class_conditional", "homogeneous", "one_coin", "mace", "pooled"])
+@pytest.mark.parametrize("model", ["class_conditional", "homogeneous", "one_coin", "mace", "pooled", "community"])
 def test_gibbs_on_the_cluster_other_models(client, model):
     df = _long(model, n_items=150, seed=6)
     data = DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=2, sort=False), **COLS)

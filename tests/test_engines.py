@@ -252,6 +252,7 @@ def test_sample_shapes_and_sanity(fits, sim_data, model_name, stan_engine):
         "ordinal": {"shift": (J,), "log_scale": (J,)},
         "mace": {"competence": (J,), "xi": (J, K)},
         "pooled": {"m": (K, K), "s": (K,)},
+        "community": {"m": (3, K, K), "s": (3, K), "rho": (3,), "community_prob": (J, 3)},
         "hierarchical": {"mu": (K, K), "sigma": (K, K)},
     }
     for key, shape in extra.get(model_name, {}).items():

@@ -16,7 +16,7 @@ from pyrater.fits.gibbs import GibbsFit, label_switching
 from pyrater.inference.gibbs.priors import conjugate_prior, log_prior_density
 from pyrater.inference.gibbs.sampler import gibbs
 
-MODELS = ("dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled")
+MODELS = ("dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled", "community")
 
 # short chains in the contract tests: Rhat warnings are expected there (the NUTS comparisons run long chains)
 pytestmark = pytest.mark.filterwarnings("ignore:MCMC problems:RuntimeWarning")

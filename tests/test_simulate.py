@@ -21,6 +21,7 @@ from pyrater.models import (
     class_conditional_theta,
     simulate,
     simulate_class_conditional,
+    simulate_community,
     simulate_dawid_skene,
     simulate_hierarchical,
     simulate_homogeneous,
@@ -42,6 +43,7 @@ ALL = {
     "ordinal": simulate_ordinal,
     "mace": simulate_mace,
     "pooled": simulate_pooled,
+    "community": simulate_community,
 }
 
 

@@ -119,7 +119,17 @@ def test_stan_iterations_must_fit_stan_int(data, monkeypatch):
 
 @pytest.mark.parametrize(
     "model",
-    ["dawid_skene", "homogeneous", "class_conditional", "one_coin", "mace", "ordinal", "pooled", "hierarchical"],
+    [
+        "dawid_skene",
+        "homogeneous",
+        "class_conditional",
+        "one_coin",
+        "mace",
+        "ordinal",
+        "pooled",
+        "community",
+        "hierarchical",
+    ],
 )
 def test_the_stan_estimate_counts_what_stan_writes(model, data):
     """The numbers per draw: the model's parameters, pi and theta, as the programs declare them."""
@@ -133,6 +143,8 @@ def test_the_stan_estimate_counts_what_stan_writes(model, data):
         "ordinal": K + 2 * J + J * K * K,
         "mace": K + J + J * K + J * K * K,
         "pooled": K + K * K + K + J * K * K,
+        # L = 3 communities: rho_raw, m_raw, s_raw and theta, then the sorted m, s, rho and community_prob
+        "community": K + 2 * 3 + 2 * 3 * K * K + 2 * 3 * K + J * 3 + J * K * K,
         "hierarchical": K + 2 * K * K + 2 * J * K * K,
     }[model]
     assert run._values_per_draw(m, K, J) == expected

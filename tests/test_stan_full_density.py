@@ -54,7 +54,9 @@ def full_log_density(engine, model_name: str, data: dict, params: dict) -> float
     return float(first["lp__"])
 
 
-@pytest.mark.parametrize("model_name", ["class_conditional", "dawid_skene", "one_coin", "mace", "ordinal", "pooled"])
+@pytest.mark.parametrize(
+    "model_name", ["class_conditional", "dawid_skene", "one_coin", "mace", "ordinal", "pooled", "community"]
+)
 def test_full_log_density_equals_brute_force(cmdstan_engine, model_name):
     assert model_name in STAN_MODEL_NAMES
     data = simulate_long(seed=3)

@@ -9,11 +9,13 @@ units are conditioned on.  Programs are compiled once (httpstan cache).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from scipy.special import log_softmax
+from scipy.special import log_softmax, logsumexp
 
 from conftest import shared_file
 from pyrater import RatingData, get_model
@@ -68,6 +70,11 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
         out["m"] = rng.dirichlet(np.full(K, 2.0), size=K)
         out["s"] = rng.uniform(0.5, 30.0, size=K)
         out["theta"] = rng.dirichlet(np.full(K, 2.0), size=(J, K))
+    elif model_name == "community":  # L = 3 (the default): the unsorted parameters of the program
+        out["rho_raw"] = rng.dirichlet(np.full(3, 2.0))
+        out["m_raw"] = rng.dirichlet(np.full(K, 2.0), size=(3, K))
+        out["s_raw"] = rng.uniform(0.5, 30.0, size=(3, K))
+        out["theta"] = rng.dirichlet(np.full(K, 2.0), size=(J, K))
     else:
         out["mu"] = rng.normal(size=(K, K))
         out["sigma"] = rng.uniform(0.1, 2.0, size=(K, K))
@@ -78,7 +85,7 @@ def random_params(model_name: str, K: int, J: int, rng: np.random.Generator) -> 
 def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.ndarray:
     """log theta (J, K, K) implied by the parameters, computed in numpy."""
     K = params["pi"].size
-    if model_name in ("dawid_skene", "pooled"):
+    if model_name in ("dawid_skene", "pooled", "community"):
         return np.log(params["theta"])
     if model_name == "homogeneous":
         return np.log(np.broadcast_to(params["theta"], (J, K, K)))
@@ -119,6 +126,19 @@ def log_theta_of(model_name: str, params: dict[str, np.ndarray], J: int) -> np.n
     return log_softmax(gamma, axis=-1)
 
 
+def community_log_prior_enumerated(params: dict[str, np.ndarray], d: dict) -> float:
+    """log p(theta, m, s, rho) of the community model: the sum over every assignment c of p(c | rho) p(theta | c)."""
+    J, K, L = d["J"], d["K"], d["L"]
+    m, s, rho, theta = params["m_raw"], params["s_raw"], params["rho_raw"], params["theta"]
+    lp = stats.dirichlet.logpdf(rho, np.full(L, float(d["rho_alpha"])))
+    lp += sum(stats.dirichlet.logpdf(m[l, k], d["beta"][k]) for l in range(L) for k in range(K))
+    lp += stats.gamma.logpdf(s, float(d["s_shape"]), scale=1 / float(d["s_rate"])).sum()
+    dens = np.array([[sum(stats.dirichlet.logpdf(theta[j, k], 1 + s[l, k] * m[l, k]) for k in range(K))
+                      for l in range(L)] for j in range(J)])  # fmt: skip
+    terms = [sum(np.log(rho[c[j]]) + dens[j, c[j]] for j in range(J)) for c in itertools.product(range(L), repeat=J)]
+    return float(lp + logsumexp(terms))
+
+
 def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
     """The program's log prior density, with scipy."""
     lp = stats.dirichlet.logpdf(params["pi"], d["alpha"])
@@ -143,6 +163,8 @@ def log_prior(model_name: str, params: dict[str, np.ndarray], d: dict) -> float:
         lp += sum(stats.dirichlet.logpdf(m[k], d["beta"][k]) for k in range(K))
         lp += stats.gamma.logpdf(s, float(d["s_shape"]), scale=1 / float(d["s_rate"])).sum()
         lp += sum(stats.dirichlet.logpdf(params["theta"][j, k], 1 + s[k] * m[k]) for j in range(J) for k in range(K))
+    elif model_name == "community":  # by brute force over the L^J assignments of raters to communities
+        lp += community_log_prior_enumerated(params, d)
     else:
         K = d["K"]
         lp += stats.norm.logpdf(params["mu"], loc=2 * np.eye(K), scale=1).sum()
@@ -217,6 +239,26 @@ def test_grouped_equals_long_caries(engine, model_name):
     np.testing.assert_allclose(gq["log_lik"], ll, rtol=1e-10)
 
 
+def test_community_generated_quantities_are_sorted_and_enumerated(engine):
+    """community_prob is p(c_j = l | theta, m, s, rho) by enumeration; m, s, rho sorted by m's mean diagonal."""
+    data = simulate_long(seed=6, I=10)
+    K, J = data.n_categories, data.n_raters
+    d = stan_data(data, "community")
+    params = random_params("community", K, J, np.random.default_rng(11))
+    gq = engine.generated_quantities("community", d, params)
+    m, s, rho, theta = params["m_raw"], params["s_raw"], params["rho_raw"], params["theta"]
+    order = np.argsort(-np.diagonal(m, axis1=1, axis2=2).mean(1))
+    np.testing.assert_allclose(gq["m"], m[order], rtol=1e-12)
+    np.testing.assert_allclose(gq["s"], s[order], rtol=1e-12)
+    np.testing.assert_allclose(gq["rho"], rho[order], rtol=1e-12)
+    for j in range(J):
+        logp = np.array(
+            [np.log(rho[l]) + sum(stats.dirichlet.logpdf(theta[j, k], 1 + s[l, k] * m[l, k]) for k in range(K))
+             for l in range(3)]
+        )  # fmt: skip
+        np.testing.assert_allclose(gq["community_prob"][j], np.exp(logp - logsumexp(logp))[order], rtol=1e-9)
+
+
 def test_log_lik_switch_off(engine):
     data = simulate_long(seed=4, I=8)
     d = stan_data(data, "dawid_skene", log_lik=False)
@@ -258,6 +300,8 @@ def test_stan_data_layout():
     assert cc["beta1"].tolist() == [4.8, 4.8] and cc["beta2"].tolist() == pytest.approx([3.2, 3.2])
     po = stan_data(data, "pooled")
     assert po["beta"].shape == (2, 2) and float(po["s_shape"]) == 2.0 and float(po["s_rate"]) == 0.1
+    co = stan_data(data, "community")
+    assert co["L"] == 3 and co["beta"].shape == (2, 2) and float(co["rho_alpha"]) == 2.0
     oc = stan_data(data, "one_coin")
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
     ma = stan_data(data, "mace")

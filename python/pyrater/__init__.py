@@ -55,6 +55,7 @@ _PUBLIC: dict[str, str] = {
     "Ordinal": "pyrater.models",
     "MACE": "pyrater.models",
     "PooledDawidSkene": "pyrater.models",
+    "CommunityDawidSkene": "pyrater.models",
     "get_model": "pyrater.models",
     "simulate": "pyrater.models",
     "simulate_dawid_skene": "pyrater.models",
@@ -66,6 +67,7 @@ _PUBLIC: dict[str, str] = {
     "simulate_ordinal": "pyrater.models",
     "simulate_mace": "pyrater.models",
     "simulate_pooled": "pyrater.models",
+    "simulate_community": "pyrater.models",
     "Simulation": "pyrater.models",
     # fits
     "Fit": "pyrater.fits.base",
@@ -133,6 +135,7 @@ __all__ = [
     "OneCoinDawidSkene",
     "Ordinal",
     "PooledDawidSkene",
+    "CommunityDawidSkene",
     "PPCResult",
     "PPCResults",
     "RatingData",
@@ -178,6 +181,7 @@ __all__ = [
     "simulate_one_coin",
     "simulate_ordinal",
     "simulate_pooled",
+    "simulate_community",
     "waic",
 ]
 
@@ -250,6 +254,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .models import (
         MACE,
         ClassConditionalDawidSkene,
+        CommunityDawidSkene,
         DawidSkene,
         HierarchicalDawidSkene,
         HomogeneousDawidSkene,
@@ -261,6 +266,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         get_model,
         simulate,
         simulate_class_conditional,
+        simulate_community,
         simulate_dawid_skene,
         simulate_hierarchical,
         simulate_homogeneous,

@@ -328,7 +328,7 @@ def _resolve_model(args: argparse.Namespace, K: int):
             if off is not None:
                 options["beta2"] = off
         else:  # a Dirichlet beta (K, K); the pooled model's (on its population rows) is at least 1
-            base = np.maximum(default_beta(K), 1.0) if args.model == "pooled" else default_beta(K)
+            base = np.maximum(default_beta(K), 1.0) if args.model in ("pooled", "community") else default_beta(K)
             beta = np.array(options.get("beta", base), dtype=float)
             if beta.shape != (K, K):
                 raise CLIError(
@@ -765,7 +765,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         "(class_conditional: alpha, beta1, beta2 per class; one_coin: alpha, beta1, beta2 scalars; "
         "ordinal: alpha, shift_sd, log_scale_mean, log_scale_sd; "
         "mace: alpha, beta1, beta2 scalars, gamma per rating; "
-        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate); "
+        "pooled: alpha, beta (K, K) on the population rows, s_shape, s_rate; "
+        "community: those of pooled, rho_alpha and n_communities); "
         "--alpha/--beta-* override it",
     )
     p.add_argument(

@@ -50,6 +50,8 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "competence": ("rater",),
     "xi": ("rater", "rating"),
     "log_lik": ("item",),
+    "rho": ("community",),
+    "community_prob": ("rater", "community"),
 }
 
 
@@ -64,6 +66,10 @@ def var_dims(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
         dims = ("category", "rating")
     if name == "p" and len(shape) == 1:
         dims = ("rater",)
+    if name == "m" and len(shape) == 3:  # the community model's: one matrix per community
+        dims = ("community", "category", "rating")
+    if name == "s" and len(shape) == 2:
+        dims = ("community", "category")
     if dims is None or len(dims) != len(shape):
         dims = tuple(f"{name}_dim_{i}" for i in range(len(shape)))
     return dims

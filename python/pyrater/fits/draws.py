@@ -54,7 +54,7 @@ def _quantile_name(q: float) -> str:
 RHAT_THRESHOLD = 1.01
 
 #: Model-specific parameters reported by :meth:`DrawsFit.mcmc_diagnostics` after pi and theta.
-EXTRA_PARAMETERS = ("p", "competence", "xi", "mu", "sigma", "shift", "log_scale", "m", "s")
+EXTRA_PARAMETERS = ("p", "competence", "xi", "mu", "sigma", "shift", "log_scale", "m", "s", "rho", "community_prob")
 
 
 def safe_log(x: np.ndarray) -> np.ndarray:

@@ -86,7 +86,9 @@ class EMFit(ModeFit):
     model_params : dict or None
         The model's own parameters at the estimate besides pi and theta (the
         pooled model's population rows ``m`` (K, K) and concentrations ``s``
-        (K,)); None for the other models.  Also in :meth:`to_inference_data`.
+        (K,); the community model's ``m`` (L, K, K), ``s`` (L, K), ``rho`` (L,)
+        and ``community_prob`` (J, L), communities sorted by the mean diagonal
+        of ``m``); None for the other models.  Also in :meth:`to_inference_data`.
     """
 
     data: RatingData = field(repr=False)

@@ -3,7 +3,7 @@
 One module per family (:mod:`~pyrater.models.dawid_skene`,
 :mod:`~pyrater.models.class_conditional`, :mod:`~pyrater.models.homogeneous`,
 :mod:`~pyrater.models.one_coin`, :mod:`~pyrater.models.mace`, :mod:`~pyrater.models.ordinal`,
-:mod:`~pyrater.models.pooled`, :mod:`~pyrater.models.hierarchical`,
+:mod:`~pyrater.models.pooled`, :mod:`~pyrater.models.community`, :mod:`~pyrater.models.hierarchical`,
 :mod:`~pyrater.models.item_difficulty`), each registering its class;
 :func:`get_model` finds a family by name.  The likelihood kernels shared by
 every method are in :mod:`pyrater.models.kernels`.  Imports only from
@@ -33,6 +33,7 @@ from .one_coin import OneCoinDawidSkene, one_coin_theta, simulate_one_coin
 from .ordinal import Ordinal, ordinal_parameters, ordinal_theta, simulate_ordinal
 from .mace import MACE, mace_parameters, mace_theta, simulate_mace
 from .pooled import PooledDawidSkene, simulate_pooled
+from .community import CommunityDawidSkene, simulate_community
 
 # isort: on
 from .registry import get_model, model_names
@@ -51,6 +52,7 @@ __all__ = [
     "Ordinal",
     "MACE",
     "PooledDawidSkene",
+    "CommunityDawidSkene",
     "Model",
     "ModelFamily",
     "get_model",
@@ -70,6 +72,7 @@ __all__ = [
     "simulate_one_coin",
     "simulate_mace",
     "simulate_pooled",
+    "simulate_community",
     "class_conditional_theta",
     "one_coin_theta",
     "mace_theta",

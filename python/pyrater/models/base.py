@@ -152,6 +152,10 @@ class ModelFamily:
         """The model whose program variant a Stan data dict selects (default: the default model)."""
         return cls()
 
+    def stan_generated_values(self, K: int, J: int) -> int:
+        """Numbers the Stan program writes per draw in generated quantities besides ``log_lik`` (default 0)."""
+        return 0
+
     def stan_item_init(self, rng: np.random.Generator, I: int) -> dict[str, np.ndarray]:
         """Starting values of per-item parameters for I items (none for the Dawid-Skene-type families)."""
         return {}

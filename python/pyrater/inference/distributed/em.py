@@ -471,9 +471,10 @@ def em(
     prior, prior_values = (None, None)
     if method == "map":
         prior, prior_values = map_prior(model_obj, K, J)
-    elif kind == "pooled":
+    elif kind in ("pooled", "community"):
+        what = "population rows m and concentrations s" if kind == "pooled" else "communities (m, s, rho)"
         raise ValueError(
-            "method='ml' is not available for the pooled model: its population rows m and concentrations s "
+            f"method='ml' is not available for the {kind} model: its {what} "
             "have no maximum-likelihood estimate apart from their priors; use method='map'"
         )
     blocks = data.blocks_with_known(known)

@@ -150,3 +150,31 @@ def pooled_hyper_mode_rows(theta, m, s, beta, a, b, max_iter):  # pragma: no cov
             m[k, l] = math.exp(x[1 + l] - mx) / tot
         m[k, K - 1] = math.exp(-mx) / tot
         s[k] = math.exp(x[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def hyper_mode_from_sums(T, n, m, s, beta, a, b, max_iter):  # pragma: no cover - compiled
+    """:func:`pooled_hyper_mode_rows` from sums: ``T[k, l] = sum_j w_j log theta[j, k, l]``, ``n = sum_j w_j``.
+
+    The community model's M-step for one community, whose raters enter with
+    weights ``w_j`` (their responsibilities): ``n`` may be any float >= 0.
+    Updates ``m`` (K, K) and ``s`` (K,) in place, never lowering the density.
+    """
+    K = m.shape[0]
+    x = np.empty(K)
+    for k in range(K):
+        x[0] = math.log(max(s[k], 1e-300))
+        ref = math.log(max(m[k, K - 1], 1e-300))
+        for l in range(K - 1):
+            x[1 + l] = math.log(max(m[k, l], 1e-300)) - ref
+        _newton(x, n, K, T[k], beta[k], a, b, max_iter)
+        mx = 0.0
+        for l in range(K - 1):
+            mx = max(mx, x[1 + l])
+        tot = math.exp(-mx)
+        for l in range(K - 1):
+            tot += math.exp(x[1 + l] - mx)
+        for l in range(K - 1):
+            m[k, l] = math.exp(x[1 + l] - mx) / tot
+        m[k, K - 1] = math.exp(-mx) / tot
+        s[k] = math.exp(x[0])

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.special import digamma, gammaln, xlog1py, xlogy
+from scipy.special import digamma, gammaln, logsumexp, xlog1py, xlogy
 
 from ...models import Model
 from ...models.kernels import _clamp_known, log_joint, log_theta_matrix
@@ -169,6 +169,47 @@ class PooledState:
     s: np.ndarray
 
 
+#: alternations of theta given (m, s, rho) and (m, s, rho) given theta in one community M-step
+COMMUNITY_INNER = 3
+
+
+@dataclass
+class CommunityState:
+    """The community model's state at EM's current estimate: ``m`` (L, K, K), ``s`` (L, K), ``rho`` (L,).
+
+    EM treats each rater's community as missing data besides the classes:
+    the E-step gives the responsibilities ``r[j, l] = P(c_j = l | theta_j, m,
+    s, rho)``, the M-step is conditional (ECM): theta given ``(m, s)`` in closed
+    form (the expected log prior of ``theta[j, k]`` is Dirichlet-like with
+    parameter ``1 + sum_l r[j, l] s[l, k] m[l, k]``), then ``(m[l], s[l])``
+    given theta by the pooled model's Newton step with the raters weighted by
+    ``r[:, l]``, and ``rho`` in closed form.  The communities start apart
+    (typical accuracies from 0.9 down towards chance) so that they can
+    separate, afresh for every EM run (:meth:`MapPrior.fresh`).
+    """
+
+    m: np.ndarray
+    s: np.ndarray
+    rho: np.ndarray
+    r: np.ndarray | None = None  # (J, L) responsibilities at the last M-step
+
+
+def community_start(K: int, L: int, shape: float, rate: float) -> CommunityState:
+    """EM's starting community state: community l's rows with diagonal ``0.9 - (0.9 - 1/K) l / L``."""
+    m = np.empty((L, K, K))
+    for l in range(L):
+        d = 0.9 - (0.9 - 1.0 / K) * l / L
+        m[l] = np.where(np.eye(K, dtype=bool), d, (1.0 - d) / (K - 1))
+    return CommunityState(m=m, s=np.full((L, K), max((shape - 1.0) / rate, 1e-3)), rho=np.full(L, 1.0 / L))
+
+
+def community_log_joint(theta: np.ndarray, st: CommunityState) -> np.ndarray:
+    """(J, L): ``log rho[l] + sum_k log Dirichlet(theta[j, k] | 1 + s[l, k] m[l, k])``."""
+    a = 1.0 + st.s[..., None] * st.m  # (L, K, K)
+    const = (gammaln(a.sum(-1)) - gammaln(a).sum(-1)).sum(-1)  # (L,)
+    return np.einsum("lkq,jkq->jl", a - 1.0, np.log(np.maximum(theta, 1e-300))) + const + np.log(st.rho)
+
+
 @dataclass
 class MapPrior:
     """MAP hyperparameters (all >= 1) and the log prior density.
@@ -187,9 +228,17 @@ class MapPrior:
     gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
     pooled: PooledState | None = None
     pooled_update: str = "mode"
+    community: CommunityState | None = None
+    rho_alpha: float = 0.0  # community: symmetric Dirichlet prior on rho
+    n_communities: int = 0
 
     def fresh(self) -> MapPrior:
-        """A copy with the pooled state at its start (the prior itself for the other kinds): one per EM run."""
+        """A copy with the pooled or community state at its start (the prior itself for the other kinds)."""
+        if self.kind == "community":
+            shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
+            return dataclasses.replace(
+                self, community=community_start(self.alpha.size, self.n_communities, shape, rate)
+            )
         if self.kind != "pooled":
             return self
         assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
@@ -205,9 +254,19 @@ class MapPrior:
         """The model's own parameters at the estimate besides pi and theta (pooled: ``m`` and ``s``), or None.
 
         A family with its own numerical M-step reports its parameters through its ``em_params`` hook.
+        Community: ``m`` (L, K, K), ``s`` (L, K), ``rho`` (L,) and ``community_prob`` (J, L) (the
+        responsibilities at the estimate), the communities sorted by the mean diagonal of ``m``.
         """
         if self.numeric is not None:
             return self.numeric.model.em_params(self.numeric.x.copy())
+        if self.community is not None:
+            from ...models.community import sort_communities
+
+            st = self.community
+            out = {"m": st.m.copy(), "s": st.s.copy(), "rho": st.rho.copy()}
+            if st.r is not None:
+                out["community_prob"] = st.r.copy()
+            return sort_communities(out)
         if self.pooled is None:
             return None
         return {"m": self.pooled.m.copy(), "s": self.pooled.s.copy()}
@@ -218,7 +277,17 @@ class MapPrior:
         Pooled: of ``theta`` given the current ``(m, s)``, plus the priors of ``m`` and ``s``.
         """
         lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
-        if self.kind == "pooled":
+        if self.kind == "community":  # theta's mixture prior, the communities summed out, and (m, s, rho)'s
+            assert self.community is not None and self.beta is not None
+            st = self.community
+            L, K = st.rho.size, pi.size
+            lp += float(np.sum(logsumexp(community_log_joint(theta, st), axis=1)))
+            lp += _log_dirichlet(st.m, np.broadcast_to(self.beta, (L, K, K)))
+            lp += _log_dirichlet(st.rho[None, :], np.full((1, L), self.rho_alpha))
+            shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
+            s = st.s
+            lp += float(np.sum(shape * np.log(rate) - gammaln(shape) + (shape - 1.0) * np.log(s) - rate * s))
+        elif self.kind == "pooled":
             assert self.pooled is not None and self.beta is not None
             m, s = self.pooled.m, self.pooled.s
             a = 1.0 + s[:, None] * m
@@ -301,6 +370,20 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
         update = str(getattr(model, "em_update", None) or "mode")
         prior = MapPrior(kind, pri["alpha"], beta=pri["beta"], beta1=pri["s_shape"], beta2=pri["s_rate"])
         return dataclasses.replace(prior, pooled_update=update).fresh(), pri
+    if kind == "community":
+        _check_at_least_one("beta", pri["beta"], model)
+        _check_at_least_one("rho_alpha", pri["rho_alpha"], model)
+        prior = MapPrior(
+            kind,
+            pri["alpha"],
+            beta=pri["beta"],
+            beta1=pri["s_shape"],
+            beta2=pri["s_rate"],
+            rho_alpha=float(pri["rho_alpha"]),
+            n_communities=int(pri["n_communities"]),
+            pooled_update=str(getattr(model, "em_update", None) or "mode"),
+        )
+        return prior.fresh(), pri
     if kind == "numeric":
         return MapPrior(kind, pri["alpha"]), pri
     if kind in ("class_conditional", "one_coin", "mace"):
@@ -434,6 +517,12 @@ def m_step_from_counts(
                 target = np.exp(digamma(post) - digamma(post.sum(-1, keepdims=True)))
             st.m, st.s = pooled_hyper_mode(target, st.m, st.s, prior.beta, float(prior.beta1), float(prior.beta2))  # type: ignore[arg-type]
         theta, empty = _normalise(np.ascontiguousarray(N + st.s[None, :, None] * st.m[None]))
+    elif kind == "community":
+        if prior is None or prior.community is None:
+            raise ValueError(
+                "the community model's EM is a posterior mode (method='map'): its m, s and rho need their priors"
+            )
+        theta, empty = community_m_step(N, prior, theta_prev)
     elif kind == "dawid_skene":
         if prior is not None:
             assert prior.beta is not None  # a prior of this kind (map_prior)
@@ -684,6 +773,53 @@ def clamp_classes(T: np.ndarray, known: np.ndarray | None) -> np.ndarray:
             T[rows] = 0.0
             T[rows, known[rows]] = 1.0
     return T
+
+
+def community_m_step(N: np.ndarray, prior: MapPrior, theta_prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The community model's conditional M-step: theta (J, K, K) and its empty-row mask; updates the state.
+
+    The responsibilities ``r`` (J, L) of the raters' communities come from the
+    current estimate (``theta_prev`` and the state: the E-step of the
+    communities; without ``theta_prev``, the first step, ``r = rho``).  Given
+    ``r``: alternately theta in closed form and ``(m[l], s[l])`` by a Newton
+    step weighted by ``r[:, l]``, then ``rho``; each raises the expected
+    complete-data log posterior, so the marginal log posterior never falls.
+    """
+    from .._numba import run as run_kernel
+    from .pooled import hyper_mode_from_sums
+
+    st = prior.community
+    assert st is not None and prior.beta is not None
+    J = N.shape[0]
+    L = st.rho.size
+    if theta_prev is None or theta_prev.shape[0] != J:
+        r = np.broadcast_to(st.rho, (J, L)).copy()
+    else:
+        lj = community_log_joint(theta_prev, st)
+        r = np.exp(lj - logsumexp(lj, axis=1, keepdims=True))
+    st.r = r
+    shape, rate = float(prior.beta1), float(prior.beta2)  # type: ignore[arg-type]
+    beta = np.ascontiguousarray(prior.beta, dtype=np.float64)
+    n = r.sum(0)  # (L,)
+    for _ in range(COMMUNITY_INNER):
+        extra = np.einsum("jl,lkq->jkq", r, st.s[..., None] * st.m)
+        theta, empty = _normalise(np.ascontiguousarray(N + extra))
+        if prior.pooled_update == "expected":  # E[log theta[j, k]] under Dirichlet(N[j, k] + 1 + sum_l r s m)
+            post = N + 1.0 + extra
+            log_target = digamma(post) - digamma(post.sum(-1, keepdims=True))
+        else:
+            log_target = np.log(np.maximum(theta, 1e-300))
+        T = np.einsum("jl,jkq->lkq", r, log_target)  # (L, K, K)
+        m, s = st.m.copy(), st.s.copy()
+        for l in range(L):
+            run_kernel(
+                hyper_mode_from_sums, np.ascontiguousarray(T[l]), float(n[l]), m[l], s[l], beta, shape, rate, 100
+            )
+        st.m, st.s = m, s
+    a = prior.rho_alpha - 1.0 + n
+    st.rho = a / a.sum()
+    theta, empty = _normalise(np.ascontiguousarray(N + np.einsum("jl,lkq->jkq", r, st.s[..., None] * st.m)))
+    return theta, empty
 
 
 def pooled_hyper_mode(

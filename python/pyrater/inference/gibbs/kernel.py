@@ -45,6 +45,12 @@ One sweep (Dawid-Skene family, counts ``C`` in CSR form, unit weights ``w``)
    * 5, pooled: the Dawid-Skene draw with ``beta[j, k] = 1 + s[k] m[k]``, then
      the population rows ``m[k]`` and concentrations ``s[k]`` given theta by
      slice sampling (:func:`pooled_hyper_step`), which rewrites ``beta``.
+   * 6, community: each rater's community ``c_j`` given the counts with theta
+     integrated out (Dirichlet-multinomial), then the Dawid-Skene draw with
+     ``beta[j, k] = 1 + s[c_j, k] m[c_j, k]``, ``rho`` given the communities,
+     each community's ``(m[l], s[l])`` given its members' theta by the pooled
+     model's slice sampler, and a relabelling of the communities by the mean
+     diagonal of ``m`` (:func:`community_step`).
 
 Dirichlet draws are normalised Gamma draws.
 
@@ -76,12 +82,14 @@ __all__ = [
     "ONE_COIN",
     "MACE",
     "POOLED",
+    "COMMUNITY",
     "init_state",
+    "community_step",
     "pooled_hyper_step",
     "pooled_hyper_log_target",
 ]
 
-DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, MACE, POOLED = 0, 1, 2, 3, 4, 5
+DAWID_SKENE, CLASS_CONDITIONAL, HOMOGENEOUS, ONE_COIN, MACE, POOLED, COMMUNITY = 0, 1, 2, 3, 4, 5, 6
 #: slice-sampling updates of every coordinate of the pooled model's (log s[k], alr m[k]) per sweep
 POOLED_SLICE_ROUNDS = 3
 #: lanes of the class axis in the z step (the kernel supports K <= KP)
@@ -721,6 +729,185 @@ def pooled_hyper_step(J, K, theta, beta, beta1, beta2, rng, p, n_rounds):  # pra
 
 
 @numba.njit(cache=True, nogil=True)
+def _community_start(J, K, L, beta1, p):  # pragma: no cover - compiled
+    """A chain's first community state in ``p``: community l's diagonal from 0.9 down, s at its prior mode, rho even."""
+    s0 = max((beta1[0] - 1.0) / beta1[1], 1e-3)
+    for l in range(L):
+        d = 0.9 - (0.9 - 1.0 / K) * l / L
+        for k in range(K):
+            for q in range(K):
+                p[l * K + k, q] = d if q == k else (1.0 - d) / (K - 1)
+            p[L * K + l, k] = s0
+        p[L * K + L, l] = 1.0 / L
+
+
+@numba.njit(cache=True, nogil=True)
+def community_step(J, K, N, theta, beta, beta1, beta2, rng, p, shape, row, n_rounds):  # pragma: no cover
+    """The community model's parameter step given the class counts: ``c``, theta, ``rho``, ``(m, s)``, relabel.
+
+    A partially collapsed Gibbs step (van Dyk & Park 2008): each rater's
+    community is drawn with theta integrated out, ``c_j | z, m, s, rho``
+    (Dirichlet-multinomial likelihood of the rater's counts ``N``), then
+    ``theta[j] | z, c_j, m, s`` (Dirichlet): together an exact draw of
+    ``(c, theta)`` from their conditional, which lets a rater change community
+    in one step (given theta alone, ``c_j`` sticks to the community theta was
+    drawn around).  Then ``rho | c`` and each community's ``(m[l], s[l])`` given
+    its members' theta by the pooled model's slice sampler, and a relabelling
+    of the communities by the mean diagonal of ``m`` (largest first), which
+    leaves the posterior invariant since the prior treats the communities alike.
+
+    ``N`` (J*K, K): ``N[j*K + q, k]`` ratings q of items of class k by rater j.
+    ``L = beta2[0]`` communities; ``beta1 = (s_shape, s_rate, rho_alpha)``;
+    ``beta[J, k]`` the Dirichlet prior on every ``m[l, k]``; ``beta[j, k]``
+    (j < J) is set to ``1 + s[c_j, k] m[c_j, k]`` for the theta draw.  ``p``
+    (L*K + L + 1 + J, max(K, L)) holds the state and what is reported:
+    ``m[l, k]`` in row ``l*K + k``, ``s[l]`` in row ``L*K + l``, ``rho`` in row
+    ``L*K + L`` and, in row ``L*K + L + 1 + j``, rater j's community
+    probabilities ``P(c_j = l | z, m, s, rho)`` (their average over draws is
+    the Rao-Blackwellised posterior probability).  An all-zero ``rho`` row (a
+    new chain) is replaced by :func:`_community_start`.
+    """
+    L = int(beta2[0] + 0.5)
+    a_s, b_s, a_rho = beta1[0], beta1[1], beta1[2]
+    R = L * K + L  # row of rho
+    tot = 0.0
+    for l in range(L):
+        tot += p[R, l]
+    if tot <= 0.0:
+        _community_start(J, K, L, beta1, p)
+    # c_j | z: log rho_l + sum_k log DirMult(N[j, k] | 1 + s[l, k] m[l, k])
+    A = np.empty((L, K, K))  # the Dirichlet parameters 1 + s[l, k] m[l, k, q]
+    lgA = np.empty((L, K, K))
+    for l in range(L):
+        for k in range(K):
+            for q in range(K):
+                A[l, k, q] = 1.0 + p[L * K + l, k] * p[l * K + k, q]
+                lgA[l, k, q] = math.lgamma(A[l, k, q])
+    c = np.empty(J, np.int64)
+    lp = np.empty(L)
+    count = np.zeros(L)
+    for j in range(J):
+        mx = -np.inf
+        for l in range(L):
+            v = math.log(max(p[R, l], 1e-300))
+            for k in range(K):
+                n_jk = 0.0
+                for q in range(K):
+                    x = N[j * K + q, k]
+                    if x > 0.0:
+                        n_jk += x
+                        v += math.lgamma(A[l, k, q] + x) - lgA[l, k, q]
+                if n_jk > 0.0:
+                    a0 = K + p[L * K + l, k]
+                    v += math.lgamma(a0) - math.lgamma(a0 + n_jk)
+            lp[l] = v
+            mx = max(mx, v)
+        tot = 0.0
+        for l in range(L):
+            lp[l] = math.exp(lp[l] - mx)
+            tot += lp[l]
+        for l in range(L):
+            p[R + 1 + j, l] = lp[l] / tot
+        u = rng.random() * tot
+        cj = L - 1
+        acc = 0.0
+        for l in range(L):
+            acc += lp[l]
+            if u < acc:
+                cj = l
+                break
+        c[j] = cj
+        count[cj] += 1.0
+    # theta[j] | z, c_j: the Dawid-Skene draw with the community's prior
+    for j in range(J):
+        l = c[j]
+        for k in range(K):
+            for q in range(K):
+                beta[j, k, q] = A[l, k, q]
+                shape[q] = A[l, k, q] + N[j * K + q, k]
+            _dirichlet_into(rng, shape, row)
+            for q in range(K):
+                theta[j, k, q] = row[q]
+    logt = np.empty((J, K, K))
+    for j in range(J):
+        for k in range(K):
+            for q in range(K):
+                logt[j, k, q] = math.log(max(theta[j, k, q], 1e-300))
+    # rho | c
+    shp = np.empty(L)
+    out = np.empty(L)
+    for l in range(L):
+        shp[l] = a_rho + count[l]
+    _dirichlet_into(rng, shp, out)
+    for l in range(L):
+        p[R, l] = out[l]
+    # (m[l, k], s[l, k]) | the members' rows: the pooled model's slice sampler with n_l raters
+    Ts = np.zeros((L, K, K))  # sum over the members of community l of log theta[j]
+    for j in range(J):
+        l = c[j]
+        for k in range(K):
+            for q in range(K):
+                Ts[l, k, q] += logt[j, k, q]
+    T = np.empty(K)
+    x = np.empty(K + 1)
+    mrow = np.empty(K)
+    for l in range(L):
+        n_l = int(count[l])
+        for k in range(K):
+            for q in range(K):
+                T[q] = Ts[l, k, q]
+            sv = max(p[L * K + l, k], 1e-300)
+            x[0] = math.log(sv)
+            ref = math.log(max(p[l * K + k, K - 1], 1e-300))
+            for q in range(K):
+                x[1 + q] = math.log(max(p[l * K + k, q], 1e-300)) - ref
+            x[K] = 0.0
+            bm = beta[J, k]
+            cur = pooled_hyper_log_target(n_l, K, T, bm, a_s, b_s, x[0], x[1:], mrow)
+            for _ in range(n_rounds):
+                for co in range(K):
+                    cur = _slice_coordinate(n_l, K, T, bm, a_s, b_s, x, co, cur, rng, mrow)
+            pooled_hyper_log_target(n_l, K, T, bm, a_s, b_s, x[0], x[1:], mrow)
+            for q in range(K):
+                p[l * K + k, q] = mrow[q]
+            p[L * K + l, k] = math.exp(x[0])
+    # relabel: communities by the mean diagonal of m, largest first (insertion sort of L labels)
+    score = np.empty(L)
+    order = np.empty(L, np.int64)
+    for l in range(L):
+        v = 0.0
+        for k in range(K):
+            v += p[l * K + k, k]
+        score[l] = v
+        order[l] = l
+    for a in range(1, L):
+        b = a
+        while b > 0 and score[order[b]] > score[order[b - 1]]:
+            tmp = order[b]
+            order[b] = order[b - 1]
+            order[b - 1] = tmp
+            b -= 1
+    moved = False
+    for l in range(L):
+        if order[l] != l:
+            moved = True
+    if moved:
+        old = p[: R + 1 + J].copy()
+        rank = np.empty(L, np.int64)
+        for l in range(L):
+            rank[order[l]] = l
+            for k in range(K):
+                for q in range(K):
+                    p[l * K + k, q] = old[order[l] * K + k, q]
+                p[L * K + l, k] = old[L * K + order[l], k]
+            p[R, l] = old[R, order[l]]
+            for j in range(J):
+                p[R + 1 + j, l] = old[R + 1 + j, order[l]]
+        for j in range(J):
+            c[j] = rank[c[j]]
+
+
+@numba.njit(cache=True, nogil=True)
 def init_state(kind, p):  # pragma: no cover - compiled
     """The per-rater state ``p`` (J, columns) a chain starts from: MACE competence 0.5, xi uniform.
 
@@ -743,7 +930,9 @@ def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta
     for k in range(K):
         shape[k] = alpha[k] + n_k[k]
     _dirichlet_into(rng, shape, pi)
-    if kind == DAWID_SKENE or kind == POOLED:
+    if kind == COMMUNITY:  # beta (J + 1, K, K): work space for the raters' 1 + s m, then the prior on m
+        community_step(J, K, N, theta, beta, beta1, beta2, rng, p, shape, row, POOLED_SLICE_ROUNDS)
+    elif kind == DAWID_SKENE or kind == POOLED:
         for j in range(J):
             for k in range(K):
                 for l in range(K):
@@ -868,14 +1057,15 @@ def run_chain(
         Known class code per unit, -1 unknown.
     kind : int
         :data:`DAWID_SKENE`, :data:`CLASS_CONDITIONAL`, :data:`HOMOGENEOUS`, :data:`ONE_COIN`, :data:`MACE` or
-        :data:`POOLED`.
+        :data:`POOLED` or :data:`COMMUNITY`.
     K : int
     alpha : float64 (K,)
     beta : float64 (J, K, K) (Dawid-Skene), (1, K, K) (homogeneous; MACE: gamma in ``beta[0, 0]``),
         (J + 1, K, K) (pooled: the raters' ``1 + s m``, a working copy the chain rewrites, then the
-        prior on ``m``), or unused
+        prior on ``m``; community: the same with the raters' communities' ``1 + s m``), or unused
     beta1, beta2 : float64 (K,) (class-conditional; one-coin and MACE: the scalar prior in entry 0;
-        pooled: the Gamma shape and rate of ``s``), or unused
+        pooled: the Gamma shape and rate of ``s``; community: ``beta1 = (s_shape, s_rate, rho_alpha)``,
+        ``beta2 = (L,)``), or unused
     N0 : float64 (J*K, K), n0 : float64 (K,)
         Counts of a starting class assignment (overwritten: the working counts).
     n_warmup, n_sweeps, thin : int
@@ -886,8 +1076,8 @@ def run_chain(
     pi_out : float64 (n_keep, K)
     theta_out : float64 (n_keep, J, K, K), or (n_keep, 1, K, K) for homogeneous
     p_out : float64 (n_keep, J, K) (class-conditional), (n_keep, J, 1) (one-coin),
-        (n_keep, J, K + 1) (MACE: competence, then xi), (n_keep, K + 1, K) (pooled: ``m`` then ``s``)
-        or empty
+        (n_keep, J, K + 1) (MACE: competence, then xi), (n_keep, K + 1, K) (pooled: ``m`` then ``s``),
+        (n_keep, L*K + L + 1 + J, max(K, L)) (community, see :func:`community_step`) or empty
     ll_out : float64 (n_keep, I) or empty (per-unit log-likelihood of each kept draw)
     ll_total_out : float64 (n_keep,)
         ``sum_i w_i log p(y_i | pi, theta)`` of each kept draw.
@@ -912,7 +1102,7 @@ def run_chain(
     Jt = theta_out.shape[1]
     pi = np.empty(K)
     theta = np.empty((Jt, K, K))
-    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == MACE or kind == POOLED  # parameters kept in p
+    has_p = kind == CLASS_CONDITIONAL or kind == ONE_COIN or kind == MACE or kind == POOLED or kind == COMMUNITY
     p = np.empty((p_out.shape[1], p_out.shape[2])) if has_p else np.empty((0, K))
     init_state(kind, p)
     shape = np.empty(K)

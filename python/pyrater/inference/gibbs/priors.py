@@ -9,6 +9,9 @@ homogeneous ``theta[k] ~ Dirichlet(beta[k])``; class-conditional
 classes (MACE given also which ratings are spam), which is what the Gibbs sampler uses.  Pooled:
 ``theta[j, k] ~ Dirichlet(1 + s[k] m[k])``, ``m[k] ~ Dirichlet(beta[k])``, ``s[k] ~ Gamma(s_shape, s_rate)``:
 conjugate given the true classes and ``(m, s)``, which the sampler updates given theta by slice sampling.
+Community: the pooled prior per community, ``theta[j, k] | c_j = l ~ Dirichlet(1 + s[l, k] m[l, k])``,
+``c_j ~ Categorical(rho)``, ``rho ~ Dirichlet(rho_alpha)``: conjugate given z and the communities, which
+the sampler draws given theta.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, xlog1py, xlogy
+from scipy.special import gammaln, logsumexp, xlog1py, xlogy
 
 from ...models import Model, get_model
 from . import kernel as _kern
@@ -30,7 +33,7 @@ class ConjugatePrior:
 
     Attributes
     ----------
-    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled"}
+    kind : {"dawid_skene", "class_conditional", "homogeneous", "one_coin", "mace", "pooled", "community"}
     alpha : array (K,)
     beta : array (J, K, K) (Dawid-Skene), (K, K) (homogeneous; pooled: the prior on ``m``) or None
     beta1, beta2 : arrays (K,) (class-conditional), 0-d arrays (one-coin, MACE; pooled: the Gamma
@@ -39,6 +42,9 @@ class ConjugatePrior:
         The model's resolved priors (what a fit reports).
     n_raters : int
         J (the pooled kernel's working prior has a row per rater).
+    n_communities : int
+        L (community model; 0 otherwise).  The community model's ``beta1`` is
+        ``s_shape``, ``beta2`` ``s_rate`` and ``rho_alpha`` its Dirichlet prior on ``rho``.
     """
 
     kind: str
@@ -49,6 +55,8 @@ class ConjugatePrior:
     values: dict
     n_raters: int = 0
     gamma: np.ndarray | None = None  # (K,) MACE: Dirichlet prior on each spamming distribution
+    n_communities: int = 0
+    rho_alpha: float = 0.0
 
     @property
     def code(self) -> int:
@@ -60,6 +68,7 @@ class ConjugatePrior:
             "one_coin": _kern.ONE_COIN,
             "mace": _kern.MACE,
             "pooled": _kern.POOLED,
+            "community": _kern.COMMUNITY,
         }[self.kind]
 
     def p_columns(self, K: int) -> int:
@@ -68,10 +77,15 @@ class ConjugatePrior:
         MACE keeps the competence in column 0 and xi after it; the pooled model's kernel keeps ``m``
         and ``s`` there (K columns, see :meth:`p_rows`); the other kinds keep none (0).
         """
+        if self.kind == "community":
+            return max(K, self.n_communities)
         return {"class_conditional": K, "one_coin": 1, "mace": K + 1, "pooled": K}.get(self.kind, 0)
 
     def p_rows(self, J: int, K: int) -> int:
         """Rows of the kernel's ``p``: J (a row per rater), K + 1 for the pooled model (``m``, then ``s``)."""
+        if self.kind == "community":  # m (L*K rows), s (L), rho (1), community probabilities (J)
+            L = self.n_communities
+            return L * K + L + 1 + J
         return K + 1 if self.kind == "pooled" else J
 
     def reported(self, p: np.ndarray) -> dict[str, np.ndarray]:
@@ -84,6 +98,17 @@ class ConjugatePrior:
         if self.kind == "pooled":
             K = p.shape[-1]
             return {"m": p[..., :K, :], "s": p[..., K, :]}
+        if self.kind == "community":
+            L = self.n_communities
+            K = (p.shape[-2] - 1 - self.n_raters - L) // L
+            lead = p.shape[:-2]
+            R = L * K + L
+            return {
+                "m": p[..., : L * K, :K].reshape(*lead, L, K, K),
+                "s": p[..., L * K : R, :K],
+                "rho": p[..., R, :L],
+                "community_prob": p[..., R + 1 :, :L],
+            }
         if self.kind == "mace":
             return {"competence": p[..., 0], "xi": p[..., 1:]}
         return {"p": p[..., 0] if self.kind == "one_coin" else p}
@@ -100,6 +125,14 @@ class ConjugatePrior:
             m0 = bm / bm.sum(-1, keepdims=True)
             s0 = (float(self.beta1) - 1.0) / float(self.beta2)
             beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
+        elif self.kind == "community":  # the raters' 1 + s m at the prior's mean m and mode s, then the prior on m
+            assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
+            bm = np.asarray(self.beta, dtype=float)
+            m0 = bm / bm.sum(-1, keepdims=True)
+            s0 = (float(self.beta1) - 1.0) / float(self.beta2)
+            beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
+            b1 = f(np.array([float(self.beta1), float(self.beta2), self.rho_alpha]))
+            return f(self.alpha), beta, b1, f(np.array([float(self.n_communities)]))
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
         elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
@@ -139,6 +172,18 @@ def conjugate_prior(model: str | Model, K: int, J: int, method: str = "gibbs") -
     pri = model.priors(K, J)
     if kind == "pooled":
         return ConjugatePrior(kind, pri["alpha"], pri["beta"], pri["s_shape"], pri["s_rate"], pri, n_raters=J)
+    if kind == "community":
+        return ConjugatePrior(
+            kind,
+            pri["alpha"],
+            pri["beta"],
+            pri["s_shape"],
+            pri["s_rate"],
+            pri,
+            n_raters=J,
+            n_communities=int(pri["n_communities"]),
+            rho_alpha=float(pri["rho_alpha"]),
+        )
     if kind == "mace":
         return ConjugatePrior(kind, pri["alpha"], None, pri["beta1"], pri["beta2"], pri, gamma=pri["gamma"])
     if kind in ("class_conditional", "one_coin"):
@@ -179,6 +224,16 @@ def log_prior_density(
     lead = pi.shape[:n]
     flat_pi = pi.reshape(-1, pi.shape[-1])
     S = flat_pi.shape[0]
+    if prior.kind == "community":  # p: the kernel's (..., L*K + L + 1 + J, max(K, L)) state
+        assert p is not None, "the community model's prior density needs m, s and rho"
+        per = int(np.prod(theta.shape[n:]))
+        th = theta.reshape(S, *theta.shape[n:])
+        hy = p.reshape(S, *p.shape[n:])
+        step = max(1, max_block // max(1, per))
+        out = np.empty(S)
+        for a in range(0, S, step):
+            out[a : a + step] = _log_prior_community(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
+        return out.reshape(lead)
     if prior.kind == "pooled":  # p: the kernel's (..., K + 1, K) of m and s
         assert p is not None, "the pooled model's prior density needs m and s"
         per = int(np.prod(theta.shape[n:]))
@@ -241,4 +296,29 @@ def _log_prior_pooled(prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, 
     lp = lp + _log_dirichlet_rows(m, np.asarray(prior.beta, dtype=float), 1)
     shape, rate = float(prior.beta1), float(prior.beta2)
     lp = lp + (K * (shape * np.log(rate) - gammaln(shape)) + ((shape - 1.0) * np.log(s) - rate * s).sum(-1))
+    return lp
+
+
+def _log_prior_community(prior: ConjugatePrior, pi: np.ndarray, theta: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Log prior density of a block of community draws, the communities summed out.
+
+    pi (n, K), theta (n, J, K, K), the kernel's state (n, L*K + L + 1 + J, max(K, L)):
+    ``log p(pi) + sum_j log sum_l rho_l prod_k Dirichlet(theta[j, k] | 1 + s[l, k] m[l, k])
+    + log p(m) + log p(s) + log p(rho)``.
+    """
+    assert prior.beta is not None and prior.beta1 is not None and prior.beta2 is not None
+    par = prior.reported(state)
+    m, s, rho = par["m"], par["s"], par["rho"]  # (n, L, K, K), (n, L, K), (n, L)
+    K = pi.shape[-1]
+    L = prior.n_communities
+    a = 1.0 + s[..., None] * m  # (n, L, K, K)
+    const = (gammaln(a.sum(-1)) - gammaln(a).sum(-1)).sum(-1)  # (n, L)
+    per = np.einsum("nlkq,njkq->njl", a - 1.0, np.log(theta)) + const[:, None, :] + np.log(rho)[:, None, :]
+    lp = _log_dirichlet_rows(pi, prior.alpha, 1) + logsumexp(per, axis=-1).sum(-1)
+    lp = lp + _log_dirichlet_rows(
+        m.reshape(m.shape[0], L * K, K), np.tile(np.asarray(prior.beta, dtype=float), (L, 1)), 1
+    )
+    lp = lp + _log_dirichlet_rows(rho, np.full(L, prior.rho_alpha), 1)
+    shape, rate = float(prior.beta1), float(prior.beta2)
+    lp = lp + (L * K * (shape * np.log(rate) - gammaln(shape)) + ((shape - 1.0) * np.log(s) - rate * s).sum((-1, -2)))
     return lp

@@ -76,8 +76,8 @@ Memory rule
 -----------
 Kept draws take ``8 * chains * (draws // thin) * (K + P)`` bytes with
 ``P = J*K*K`` (Dawid-Skene), ``K*K`` (homogeneous), ``J*K*K + J*K``
-(class-conditional), ``J*K*K + J`` (one-coin), ``J*K*K + J*(K + 1)`` (MACE) or
-``J*K*K + K*K + K`` (pooled),
+(class-conditional), ``J*K*K + J`` (one-coin), ``J*K*K + J*(K + 1)`` (MACE),
+``J*K*K + K*K + K`` (pooled) or ``J*K*K + (L*K + L + 1 + J) * max(K, L)`` (community),
 plus ``8 * chains * (draws // thin) * units`` for
 ``log_lik``.  The parameter draws must fit in ``max_memory_gib`` (default
 1 GiB; otherwise a ValueError says which ``thin`` fits), together with the
@@ -191,7 +191,8 @@ def gibbs(
         Ratings in any design (long, wide or grouped; repeated ratings allowed).
     model : str or model object
         ``"dawid_skene"``, ``"class_conditional"``, ``"homogeneous"``,
-        ``"one_coin"``, ``"mace"``, ``"pooled"`` or a model object carrying priors.  ``"hierarchical"`` is refused (use
+        ``"one_coin"``, ``"mace"``, ``"pooled"``, ``"community"`` or a model object carrying priors.
+        ``"hierarchical"`` is refused (use
         ``method="mcmc"``).
     chains : int
         Independent chains, each with its own random stream.

@@ -63,11 +63,12 @@ def _values_per_draw(model: Model, K: int, J: int, I: int = 0) -> int:
 
     The model's parameters (as its initial values give them, per-item ones
     for I items), pi (K) and theta, its J x K x K error matrices (a
-    transformed parameter where it is not a parameter).
+    transformed parameter where it is not a parameter), and its other generated
+    quantities (:meth:`~pyrater.models.base.ModelFamily.stan_generated_values`).
     """
     rng = np.random.default_rng(0)
     init = {**model.stan_init(rng, K, J), **model.stan_item_init(rng, I)}
-    n = sum(int(np.size(v)) for v in init.values())
+    n = sum(int(np.size(v)) for v in init.values()) + model.stan_generated_values(K, J)
     return n + (0 if "theta" in init else J * K * K) + (0 if "pi" in init else K)
 
 
