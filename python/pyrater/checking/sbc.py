@@ -168,14 +168,16 @@ def _label(name: str, index: tuple[int, ...]) -> str:
     return f"{name}[{', '.join(str(i + 1) for i in index)}]" if index else name
 
 
-def _truth(sim, draws: dict[str, np.ndarray], quantities: Sequence[str] | None) -> dict[str, np.ndarray]:
+def _truth(sim, draws: dict[str, np.ndarray], quantities: Sequence[str] | None, spec: Model) -> dict[str, np.ndarray]:
     """The true value of each quantity the fit draws, keyed by the draws' name.
 
     ``theta`` becomes its diagonal (``theta[..., k, k]``); ``log_x`` is matched to the
-    simulation's ``x``.  Returns arrays shaped like one draw of the quantity.
+    simulation's ``x``; the family's own parameters are put in the labelling its fits report
+    (``spec.canonical_params``).  Returns arrays shaped like one draw of the quantity.
     """
     truth_src: dict[str, np.ndarray] = {"pi": np.asarray(sim.pi), "theta": np.asarray(sim.theta)}
-    truth_src.update({k: np.asarray(v) for k, v in sim.params.items()})
+    own = spec.canonical_params({k: np.asarray(v) for k, v in sim.params.items()})
+    truth_src.update({k: np.asarray(v) for k, v in own.items()})
     out: dict[str, np.ndarray] = {}
     for name, d in draws.items():
         if name == "log_lik":
@@ -355,7 +357,7 @@ def run_sbc(
         if not isinstance(f, DrawsFit):  # every SBC method returns draws
             raise TypeError(f"method={method!r} returned a {type(f).__name__}, not a fit with draws")
         draws = {k: np.asarray(v) for k, v in f.draws.items()}
-        truth = _truth(sim, draws, quantities)
+        truth = _truth(sim, draws, quantities, fitted)
         if not truth:
             raise ValueError(f"the {fitted.title} fit draws no parameter with a true value in the simulation")
         ranks = sbc_ranks(draws, truth, thin, np.random.default_rng(rank_seed))

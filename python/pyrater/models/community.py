@@ -210,6 +210,10 @@ class CommunityDawidSkene(ModelFamily):
         """The number of communities."""
         return _n_communities(self.n_communities)
 
+    def canonical_params(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A simulation's ``m``, ``s``, ``rho`` and ``community`` with the communities sorted as fits report them."""
+        return sort_communities(params) if "m" in params else params
+
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved priors: ``alpha`` (K,), ``beta`` (K, K), ``s_shape``, ``s_rate``, ``rho_alpha`` 0-d arrays.
 
