@@ -20,6 +20,7 @@ from pyrater.models import (
     HomogeneousDawidSkene,
     OneCoinDawidSkene,
     class_conditional_theta,
+    default_beta,
     simulate_class_conditional,
     simulate_dawid_skene,
     simulate_homogeneous,
@@ -429,10 +430,44 @@ def test_class_conditional_map_uses_beta_prior():
         (OneCoinDawidSkene(beta1=0.7), "beta1"),
     ],
 )
-def test_map_refuses_hyperparameters_below_one(anesthesia, model, name):
+def test_map_refuses_hyperparameters_below_one_on_the_simplex(anesthesia, model, name):
     with pytest.raises(ValueError, match=rf">= 1.*{name}"):
-        em(anesthesia, model=model, method="map")
+        em(anesthesia, model=model, method="map", mode_scale="simplex")
     em(anesthesia, model=model, method="ml")  # ML ignores the priors
+    # by default the mode is taken on the log-odds scale: the simplex mode under every pseudo-count + 1
+    fit = em(anesthesia, model=model, method="map")
+    assert fit.mode_scale == "log_odds" and "log-odds" in str(fit.summary())
+    shifted = {k: np.asarray(v, dtype=float) + 1.0 for k, v in model.priors(4, anesthesia.n_raters).items()}
+    ref = em(anesthesia, model=type(model)(**shifted), method="map", mode_scale="simplex")
+    assert ref.mode_scale == "simplex"
+    np.testing.assert_allclose(fit.pi, ref.pi, atol=1e-10)
+    np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-10)
+    assert fit.priors["alpha"] == pytest.approx(model.priors(4, anesthesia.n_raters)["alpha"])  # the model's own
+
+
+@pytest.mark.parametrize("K", [5, 6, 8])
+def test_map_with_default_priors_works_at_every_k_and_recovers_truth(K):
+    """rater's default off-diagonal beta, 3.2 / (K - 1), is below 1 from K = 5: the log-odds mode still exists."""
+    sim = simulate_dawid_skene(400, 6, n_categories=K, seed=K)
+    fit = em(sim.data, method="map")
+    assert fit.converged and fit.mode_scale == "log_odds"
+    assert np.all(fit.theta > 0)  # inside the simplex (every pseudo-count + 1 > 1)
+    assert np.mean(fit.class_probs.argmax(axis=1) == sim.z) >= 0.9
+    np.testing.assert_allclose(fit.pi, sim.pi, atol=0.06)
+    # the log-odds mode at K = 5 .. 8 is the simplex mode under pseudo-counts + 1, a fixed point of the MAP M-step
+    T = fit.class_probs
+    J = sim.data.n_raters
+    N = np.asarray(sim.data.counts.T @ T).reshape(J, K, K).transpose(0, 2, 1) + default_beta(K)
+    np.testing.assert_allclose(fit.theta, N / N.sum(-1, keepdims=True), atol=1e-5)
+
+
+def test_mode_scale_is_checked_and_log_odds_can_be_asked_for(anesthesia):
+    with pytest.raises(ValueError, match="mode_scale"):
+        em(anesthesia, method="map", mode_scale="logit")
+    fit = em(anesthesia, method="map", mode_scale="log_odds")  # K = 4: every default pseudo-count >= 1
+    assert fit.mode_scale == "log_odds"
+    assert em(anesthesia, method="map").mode_scale == "simplex"
+    assert em(anesthesia, method="ml").mode_scale is None
 
 
 # ----------------------------------------------------------------- real data

@@ -87,6 +87,11 @@ class EMFit(ModeFit):
         The model's own parameters at the estimate besides pi and theta (the
         pooled model's population rows ``m`` (K, K) and concentrations ``s``
         (K,)); None for the other models.  Also in :meth:`to_inference_data`.
+    mode_scale : {"simplex", "log_odds"} or None
+        MAP: the scale of the posterior mode (``pyrater.em`` ``mode_scale``):
+        ``"log_odds"`` when some Dirichlet/Beta pseudo-count is below 1 (e.g.
+        rater's default off-diagonal ``beta`` for K >= 5) or when asked for;
+        ``summary()`` says so.  None for ML.
     """
 
     data: RatingData = field(repr=False)
@@ -113,6 +118,7 @@ class EMFit(ModeFit):
     start: str = ""
     known: np.ndarray | None = field(default=None, repr=False)
     model_params: dict | None = field(default=None, repr=False)
+    mode_scale: str | None = None
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
@@ -135,8 +141,7 @@ class EMFit(ModeFit):
 
     def _summary_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "algorithm": "EM (Dawid & Skene 1979), "
-            + ("posterior mode" if self.priors is not None else "maximum likelihood"),
+            "algorithm": "EM (Dawid & Skene 1979), " + self._objective_name(),
             "iterations": self.n_iter,
             "converged": self.converged,
         }
@@ -156,6 +161,13 @@ class EMFit(ModeFit):
         if self.empty_rows is not None and self.empty_rows.any():
             info["uninformed theta rows set uniform"] = int(self.empty_rows.sum())
         return info
+
+    def _objective_name(self) -> str:
+        if self.priors is None:
+            return "maximum likelihood"
+        if getattr(self, "mode_scale", None) == "log_odds":  # fits saved before the field existed lack it
+            return "posterior mode on the log-odds scale (every Dirichlet/Beta pseudo-count + 1 on the simplex)"
+        return "posterior mode"
 
     def __repr__(self) -> str:
         return (

@@ -85,6 +85,7 @@ Society, Series C (Applied Statistics)* 28(1), 20-28.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -100,6 +101,7 @@ from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.em import EMFit
 from ...models import Model, get_model
+from ...models.base import PSEUDO_COUNTS, mode_priors
 from ...models.kernels import class_log_posterior, soft_majority_vote
 from .._numba import aligned_zeros, compile_for
 from .._numba import run as run_kernel
@@ -397,6 +399,7 @@ def em(
     n_threads: int = 1,
     param_tol: float = 1e-6,
     progress: bool = False,
+    mode_scale: Literal["auto", "simplex", "log_odds"] = "auto",
 ) -> EMFit:
     """Fit a Dawid-Skene-family model by EM (Dawid & Skene 1979): ML or MAP.
 
@@ -423,10 +426,9 @@ def em(
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
         on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
         ``p[j]`` for the one-coin model; Beta on the competences and Dirichlet
-        on the spamming distributions for MACE).  MAP requires every
-        hyperparameter to be >= 1 (otherwise the mode may not exist) and
-        raises :class:`ValueError` if not.  With all hyperparameters equal to
-        1, MAP equals ML.
+        on the spamming distributions for MACE).  On which scale the mode is
+        taken: ``mode_scale``.  With all hyperparameters equal to 1, MAP on
+        the simplex equals ML.
     known : dict or Series, optional
         ``{item label: category label}`` for items whose true class is known;
         their class probabilities are clamped to one-hot during EM
@@ -502,6 +504,21 @@ def em(
         Threads for the numba backend (the units are split into that many
         ranges, each with its own expected-count matrix).  Default 1.  The
         result depends on it only through the order of floating-point sums.
+    mode_scale : {"auto", "simplex", "log_odds"}
+        ``method="map"``: the scale of the posterior mode.  ``"simplex"``:
+        the mode of the density of the probabilities themselves, which
+        exists only when every Dirichlet/Beta pseudo-count is >= 1 (below 1
+        the density is unbounded at the edge of the simplex; a
+        :class:`ValueError` says so).  ``"log_odds"``: the mode on the
+        unconstrained log-odds (softmax) scale, Stan's ``jacobian=True``
+        mode, which exists for every positive pseudo-count: the simplex mode
+        under every pseudo-count + 1 (:func:`pyrater.models.base.mode_priors`).
+        ``"auto"`` (default): ``"simplex"`` when every pseudo-count is >= 1,
+        else ``"log_odds"`` -- so MAP with rater's default priors works at
+        every K (the default off-diagonal ``beta``, ``3.2 / (K - 1)``, is
+        below 1 for K >= 5).  ``EMFit.mode_scale`` and ``summary()`` say
+        which was used; ``log_posterior`` is then the log density on that
+        scale, up to a constant.
 
     Returns
     -------
@@ -571,16 +588,31 @@ def em(
     if data.n_ratings == 0 or data.weight.sum() <= 0:
         raise ValueError("the data hold no rated items (all tallies are zero)")
     init_checked = check_init(init, I, K)
+    if mode_scale not in ("auto", "simplex", "log_odds"):
+        raise ValueError(f"mode_scale must be 'auto', 'simplex' or 'log_odds', got {mode_scale!r}")
     prior, prior_values = (None, None)
+    scale_used: str | None = None
+    mode_model = model_obj
     if method == "map":
-        prior, prior_values = map_prior(model_obj, K, J)
+        mode_model, note = (model_obj, None) if mode_scale == "simplex" else mode_priors(model_obj, K, J)
+        if mode_scale == "log_odds" and note is None:  # every pseudo-count >= 1: the log-odds mode still adds 1
+            shifted = {
+                k: np.asarray(v, dtype=float) + 1.0 for k, v in model_obj.priors(K, J).items() if k in PSEUDO_COUNTS
+            }
+            mode_model = dataclasses.replace(model_obj, **shifted)
+        scale_used = "simplex" if mode_model is model_obj else "log_odds"
+        prior, prior_values = map_prior(mode_model, K, J)
+        if scale_used == "log_odds":
+            prior_values = model_obj.priors(K, J)  # the fit reports the model's own priors (and the scale)
     elif kind == "pooled":
         raise ValueError(
             "method='ml' is not available for the pooled model: its population rows m and concentrations s "
             "have no maximum-likelihood estimate apart from their priors; use method='map'"
         )
     if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
-        kind = NumericMStep(model_obj, K, J, prior_values if prior is not None else None)
+        kind = NumericMStep(
+            model_obj, K, J, None if prior is None else mode_model.priors(K, J)
+        )
         if prior is not None:
             prior.numeric = kind
         model_obj.priors(K, J)  # the family's checks of K (ML reads no prior)
@@ -771,4 +803,5 @@ def em(
         start=res["start"],
         known=known_codes,
         model_params=res["model_params"],
+        mode_scale=scale_used,
     )
