@@ -807,3 +807,64 @@ def test_non_convergence_warning_names_the_way_out():
     # the posterior mode is inside: the advice is more iterations
     with pytest.warns(EMConvergenceWarning, match="increase max_iter$"):
         em(df, method="map", max_iter=3)
+
+
+# ----------------------------------------------------------------- SQUAREM
+
+
+def _sparse_slow_data():
+    """Many raters with few ratings each: plain ML EM crawls here (theta rows creep towards the boundary)."""
+    return simulate_dawid_skene(500, 40, n_categories=3, raters_per_item=3, seed=12)
+
+
+@pytest.mark.parametrize(
+    "model, method",
+    [
+        ("dawid_skene", "ml"),
+        ("dawid_skene", "map"),
+        ("homogeneous", "ml"),
+        ("class_conditional", "map"),
+        ("one_coin", "ml"),
+    ],
+)
+def test_squarem_reaches_plain_ems_fixed_point_and_never_lowers_the_objective(model, method):
+    # an interior optimum (every rater rates every item): one fixed point for both to reach
+    sim = simulate_dawid_skene(800, 5, n_categories=3, pi=PI3, theta=_theta_ds(5, 3, seed=3), seed=5)
+    start = soft_majority_vote(sim.data.counts, 3)
+    plain = em(sim.data, model, method, init=start, acceleration="none", tol=1e-12, param_tol=1e-8)
+    fast = em(sim.data, model, method, init=start, acceleration="squarem", tol=1e-12, param_tol=1e-8)
+    assert fast.converged and plain.converged
+    trace = fast.log_lik_trace
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:]))  # the objective never decreases
+    assert trace[-1] == pytest.approx(plain.log_lik_trace[-1], abs=1e-7)
+    np.testing.assert_allclose(fast.pi, plain.pi, atol=1e-6)
+    np.testing.assert_allclose(fast.theta, plain.theta, atol=1e-6)
+    np.testing.assert_allclose(fast.class_probs, plain.class_probs, atol=1e-6)
+    if model == "one_coin":  # the constrained structure survives the log-scale jumps
+        off = ~np.eye(3, dtype=bool)
+        np.testing.assert_allclose(fast.theta[:, off], fast.theta[:, off][:, :1] * np.ones(6), rtol=1e-10)
+
+
+def test_squarem_goes_further_where_plain_em_crawls():
+    """Plain ML EM creeps along a flat ridge and its rule stops it there; SQUAREM climbs higher, in fewer E-steps."""
+    sim = _sparse_slow_data()
+    start = soft_majority_vote(sim.data.counts, 3)
+    plain = em(sim.data, method="ml", init=start, acceleration="none")
+    fast = em(sim.data, method="ml", init=start)
+    assert fast.converged and fast.convergence["squarem_jumps_kept"] > 0
+    assert np.all(np.diff(fast.log_lik_trace) >= -1e-10 * np.abs(fast.log_lik_trace[1:]))
+    assert fast.log_lik > plain.log_lik + 1e-3
+    assert fast.convergence["e_steps"] < plain.convergence["e_steps"]
+    # plain EM from SQUAREM's estimate stays there (a fixed point of plain EM by its own rule)
+    again = em(sim.data, method="ml", init=fast.class_probs, acceleration="none")
+    assert again.log_lik == pytest.approx(fast.log_lik, abs=1e-6)
+
+
+def test_acceleration_is_checked_and_plain_for_other_models(anesthesia):
+    with pytest.raises(ValueError, match="acceleration must be"):
+        em(anesthesia, acceleration="fast")
+    with pytest.raises(ValueError, match="MACE model is fitted by plain EM"):
+        em(anesthesia, model="mace", acceleration="squarem")  # MACE: not a function of pi and theta alone
+    fit = em(anesthesia, model="mace", method="map")  # "auto": plain EM for MACE
+    assert "squarem_cycles" not in fit.convergence
+    assert "squarem_cycles" in em(anesthesia).convergence
