@@ -171,13 +171,17 @@ def _run(
         shift: dict[str, Any] = {"ll_units": None}
 
         def evaluate(pi_: np.ndarray, theta_: np.ndarray) -> tuple[float, np.ndarray]:
-            T_, shift["ll_units"], ll_ = e_step(prob, pi_, theta_, out=buf, shift=shift["ll_units"])
+            T_, ll_units_, ll_ = e_step(prob, pi_, theta_, out=buf, shift=shift["ll_units"])
+            # a jump that gave a rating probability 0 leaves no usable shift for the next E-step
+            shift["ll_units"] = ll_units_ if np.isfinite(ll_) else None
             return (ll_ if prior is None else ll_ + prior.log_density(pi_, theta_)), T_
 
         def update(T_: np.ndarray, theta_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
             return m_step(prob, T_, kind, prior, wT, theta_prev)
 
-        pi, theta, empty, sq = squarem(evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar)
+        pi, theta, empty, sq = squarem(
+            evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
+        )
         ll_units, done, sq_info = shift["ll_units"], sq.evaluations, sq.info()
     kept = len(trace)
     for it in range(max_iter - done):
@@ -388,7 +392,7 @@ def _run_fused(
                 return m_step_from_counts(sums[0], sums[1], prob.J, prob.K, kind, prior, theta_prev)
 
             pi, theta, empty, sq = squarem(
-                evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar
+                evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
             )
             done, sq_info = sq.evaluations, sq.info()
         kept = len(trace)

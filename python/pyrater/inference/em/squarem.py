@@ -16,7 +16,8 @@ probabilities, a rate creeping geometrically towards 0 is a straight line
 there, and the structure of the Dawid-Skene family's constrained models
 (equal off-diagonal entries of the class-conditional and one-coin models,
 one matrix shared by every rater in the homogeneous model) is kept, because
-equal entries stay equal under the same linear combination.
+equal entries stay equal under the same linear combination (up to rounding,
+which :func:`restore_structure` removes).
 
 Monotonicity.  A proposal is kept only when its objective (log-likelihood,
 or log posterior for MAP) is at least that of the cycle's start ``x0`` (the
@@ -26,7 +27,7 @@ shrinks fourfold.  The next cycle starts
 with a plain EM step from the kept point.  The objective trace records the
 start of every cycle, so it never decreases, as with plain EM.  The largest step length allowed starts
 at 1 and grows fourfold each time a step of that length is kept (the
-``step.max`` rule of the SQUAREM R package).
+``step.max`` rule of the SQUAREM R package), up to :data:`STEP_MAX`.
 
 Stopping.  SQUAREM hands over to plain EM, whose stopping rule
 (:class:`pyrater.inference.em.convergence.Convergence`) decides convergence,
@@ -49,17 +50,20 @@ Statistics* 35(2), 335-353.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ACCELERATED_KINDS", "SquaremStats", "squarem"]
+__all__ = ["ACCELERATED_KINDS", "STEP_MAX", "SquaremStats", "restore_structure", "squarem"]
 
 #: the conjugate structures whose M-step is a function of the class probabilities alone and whose
 #: parameters keep their structure under log-scale extrapolation
 ACCELERATED_KINDS = ("dawid_skene", "homogeneous", "class_conditional", "one_coin")
 _STEP_GROWTH = 4.0
+#: the largest step length ever allowed: ``a^2`` multiplies the rounding error of the log-scale points
+STEP_MAX = 4.0**5
 
 Params = tuple[np.ndarray, np.ndarray]  # pi (K,), theta (J, K, K)
 
@@ -107,6 +111,29 @@ def _extrapolate(p0: Params, p1: Params, p2: Params, alpha: float) -> Params:
     return out[0], out[1]
 
 
+def restore_structure(kind: str, theta: np.ndarray) -> np.ndarray:
+    """Re-impose the constrained model's structure on extrapolated error matrices (J, K, K), in place.
+
+    Equal entries stay equal under the extrapolation up to rounding, which a
+    long step multiplies by ``a^2``; EM never lowers the objective only from
+    a point of the model.  Homogeneous: the raters' mean matrix for every
+    rater; class-conditional: ``p[j, k] = theta[j, k, k]`` and the
+    off-diagonal ``(1 - p[j, k]) / (K - 1)``; one-coin: ``p[j]`` the mean
+    diagonal entry.  Dawid-Skene: unchanged.
+    """
+    K = theta.shape[-1]
+    idx = np.arange(K)
+    if kind == "homogeneous":
+        theta[...] = theta.mean(axis=0, keepdims=True)
+    elif kind in ("class_conditional", "one_coin"):
+        p = theta[:, idx, idx]  # (J, K)
+        if kind == "one_coin":
+            p = np.repeat(p.mean(axis=1, keepdims=True), K, axis=1)
+        theta[...] = ((1.0 - p) / (K - 1))[:, :, None]
+        theta[:, idx, idx] = p
+    return theta
+
+
 def _step_length(p0: Params, p1: Params, p2: Params) -> float:
     """Varadhan & Roland's S3 step length ``-||r|| / ||v||`` on the log scale (finite entries only)."""
     rr = vv = 0.0
@@ -139,6 +166,7 @@ def squarem(
     param_tol: float,
     trace: list[float],
     bar: Any = None,
+    kind: str = "dawid_skene",
 ) -> tuple[np.ndarray, np.ndarray, Any, SquaremStats]:
     """Run SQUAREM cycles from ``(pi, theta)`` until plain EM's steps settle; return the next plain EM point.
 
@@ -165,6 +193,9 @@ def squarem(
         The objective at the start of every cycle is appended (never decreasing).
     bar : tqdm bar or None
         Advanced once per E-step.
+    kind : str
+        The model's conjugate structure (:data:`ACCELERATED_KINDS`): each
+        proposal is put back into it (:func:`restore_structure`).
 
     Returns
     -------
@@ -175,11 +206,13 @@ def squarem(
     stats = SquaremStats()
     step_max = 1.0
 
-    def ev(p: Params) -> tuple[float, Any]:
+    def ev(p: Params, proposal: bool = False) -> tuple[float, Any]:
         stats.evaluations += 1
         if bar is not None:
             bar.update()
-        obj, state = evaluate(p[0], p[1])
+        # a proposal may give some unit probability 0 under every class (objective -inf, then rejected)
+        with np.errstate(invalid="ignore", divide="ignore") if proposal else nullcontext():
+            obj, state = evaluate(p[0], p[1])
         return (obj if np.isfinite(obj) else -np.inf), state
 
     p0: Params = (pi, theta)
@@ -208,19 +241,20 @@ def squarem(
         kept = False
         if alpha < -1.0 and stats.evaluations + 1 <= max_evaluations:
             pj = _extrapolate(p0, p1, p2, alpha)
-            objj, stj = ev(pj)
+            pj = (pj[0], restore_structure(kind, pj[1]))
+            objj, stj = ev(pj, proposal=True)
             kept = objj >= obj0
         if kept:
             stats.accepted += 1
             if alpha <= -step_max:  # the longest step allowed was wanted and kept: allow longer
-                step_max *= _STEP_GROWTH
+                step_max = min(STEP_MAX, step_max * _STEP_GROWTH)
             p0, obj0, st0 = pj, objj, stj
         else:  # the plain point x2, which EM guarantees is no worse than x1 (hence x0)
             if alpha < -1.0:  # a jump was rejected: shorter ones next
                 stats.fallbacks += 1
                 step_max = max(1.0, step_max / _STEP_GROWTH)
             elif wanted <= -step_max:  # the longest step allowed (a = -1) was wanted: allow longer
-                step_max *= _STEP_GROWTH
+                step_max = min(STEP_MAX, step_max * _STEP_GROWTH)
             if stats.evaluations + 1 > max_evaluations:
                 return pi2, theta2, empty2, stats
             p0 = p2
