@@ -674,9 +674,7 @@ def em(
             "have no maximum-likelihood estimate apart from their priors; use method='map'"
         )
     if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
-        kind = NumericMStep(
-            model_obj, K, J, None if prior is None else mode_model.priors(K, J)
-        )
+        kind = NumericMStep(model_obj, K, J, None if prior is None else mode_model.priors(K, J))
         if prior is not None:
             prior.numeric = kind
         model_obj.priors(K, J)  # the family's checks of K (ML reads no prior)
