@@ -34,9 +34,9 @@ Stopping.  SQUAREM hands over to plain EM, whose stopping rule
 once the plain EM steps inside a cycle have settled by that rule's first two
 parts: objective change ``<= tol * max(1, |f|)``, the step ``d1 = max |x1 -
 x0|`` on the probability scale and the distance to the fixed point, the
-larger of ``d2 r / (1 - r)`` (``r = d2 / d1``, the local rate) and ``d1 |a|``
-(the step length is about ``1 / (1 - rate)`` along EM's slowest direction),
-both ``<= param_tol``.
+larger of ``d2 r / (1 - r)`` (``r = d2 / d1``, the local rate) and
+``d1 ||r|| / ||v||`` on the probability scale (about ``1 / (1 - rate)`` along
+EM's slowest direction), both ``<= param_tol``.
 The estimate returned is therefore a fixed point of plain EM by the same
 rule as without acceleration.
 
@@ -150,6 +150,20 @@ def _step_length(p0: Params, p1: Params, p2: Params) -> float:
     return -float(np.sqrt(rr / vv))
 
 
+def _rate_length(p0: Params, p1: Params, p2: Params) -> float:
+    """``||r|| / ||v||`` on the probability scale: about ``1 / (1 - rate)`` along EM's slowest direction.
+
+    On this scale entries creeping towards 0 weigh nothing (on the log scale they dominate).
+    """
+    rr = vv = 0.0
+    for a, b, c in zip(p0, p1, p2):
+        r = (b - a).ravel()
+        v = (c - 2.0 * b + a).ravel()
+        rr += float(r @ r)
+        vv += float(v @ v)
+    return float(np.sqrt(rr / vv)) if vv > 0.0 else (0.0 if rr == 0.0 else np.inf)
+
+
 def _change(a: Params, b: Params) -> float:
     """Largest absolute change of pi and theta (probability scale), as in the stopping rule."""
     return max(float(np.max(np.abs(a[0] - b[0]))), float(np.max(np.abs(a[1] - b[1]))))
@@ -232,8 +246,8 @@ def squarem(
         r = d2 / d1 if d1 > 0 else 0.0
         wanted = _step_length(p0, p1, p2)
         # the distance to the fixed point, from the rate of this cycle's two steps and from the step
-        # length (|a| = ||r|| / ||v|| is about 1 / (1 - rate) along EM's slowest direction)
-        distance = max(d2 * r / (1.0 - r) if r < 1.0 else np.inf, d1 * abs(wanted))
+        # length on the probability scale (about 1 / (1 - rate) along EM's slowest direction)
+        distance = max(d2 * r / (1.0 - r) if r < 1.0 else np.inf, d1 * _rate_length(p0, p1, p2))
         if abs(obj1 - obj0) <= tol * max(1.0, abs(obj1)) and max(d1, distance) <= param_tol:
             trace.append(obj1)
             return pi2, theta2, empty2, stats  # settled: plain EM confirms and stops by its own rule
