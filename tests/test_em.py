@@ -845,16 +845,16 @@ def test_squarem_reaches_plain_ems_fixed_point_and_never_lowers_the_objective(mo
         np.testing.assert_allclose(fast.theta[:, off], fast.theta[:, off][:, :1] * np.ones(6), rtol=1e-10)
 
 
-def test_squarem_goes_further_where_plain_em_crawls():
-    """Plain ML EM creeps along a flat ridge and its rule stops it there; SQUAREM climbs higher, in fewer E-steps."""
+def test_squarem_is_faster_where_plain_em_crawls():
+    """Sparse raters: plain ML EM creeps along a flat ridge; SQUAREM gets as high in far fewer E-steps."""
     sim = _sparse_slow_data()
     start = soft_majority_vote(sim.data.counts, 3)
     plain = em(sim.data, method="ml", init=start, acceleration="none")
     fast = em(sim.data, method="ml", init=start)
     assert fast.converged and fast.convergence["squarem_jumps_kept"] > 0
     assert np.all(np.diff(fast.log_lik_trace) >= -1e-10 * np.abs(fast.log_lik_trace[1:]))
-    assert fast.log_lik > plain.log_lik + 1e-3
-    assert fast.convergence["e_steps"] < plain.convergence["e_steps"]
+    assert fast.log_lik >= plain.log_lik - 1e-6
+    assert fast.convergence["e_steps"] < 0.5 * plain.convergence["e_steps"]
     # plain EM from SQUAREM's estimate stays there (a fixed point of plain EM by its own rule)
     again = em(sim.data, method="ml", init=fast.class_probs, acceleration="none")
     assert again.log_lik == pytest.approx(fast.log_lik, abs=1e-6)
