@@ -87,6 +87,11 @@ class SquaremStats:
         }
 
 
+def _sq(x: np.ndarray) -> float:
+    """Sum of squares; einsum, not a BLAS product (multi-threaded BLAS is slow here on a busy machine)."""
+    return float(np.einsum("i,i->", x, x))
+
+
 def _log(p: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         return np.log(p)
@@ -143,8 +148,8 @@ def _step_length(p0: Params, p1: Params, p2: Params) -> float:
         x0, x1, x2 = x0[finite], x1[finite], x2[finite]
         r = x1 - x0
         v = x2 - 2.0 * x1 + x0
-        rr += float(r @ r)
-        vv += float(v @ v)
+        rr += _sq(r)
+        vv += _sq(v)
     if vv <= 0.0 or rr <= 0.0:
         return -1.0
     return -float(np.sqrt(rr / vv))
@@ -159,8 +164,8 @@ def _rate_length(p0: Params, p1: Params, p2: Params) -> float:
     for a, b, c in zip(p0, p1, p2):
         r = (b - a).ravel()
         v = (c - 2.0 * b + a).ravel()
-        rr += float(r @ r)
-        vv += float(v @ v)
+        rr += _sq(r)
+        vv += _sq(v)
     return float(np.sqrt(rr / vv)) if vv > 0.0 else (0.0 if rr == 0.0 else np.inf)
 
 
