@@ -20,6 +20,7 @@ from pyrater.models import (
     HomogeneousDawidSkene,
     OneCoinDawidSkene,
     class_conditional_theta,
+    default_beta,
     simulate_class_conditional,
     simulate_dawid_skene,
     simulate_homogeneous,
@@ -193,7 +194,7 @@ def test_em_equals_textbook_loops_on_tiny_example():
     n = np.zeros((5, 3, 2))
     for i, j, l in rows:
         n[i, j, l] += 1
-    fit = em(df, init="majority", tol=1e-13, max_iter=500, compress=False)
+    fit = em(df, init="majority", tol=1e-13, max_iter=500, compress=False, acceleration="none")
     pi, theta, T, trace = _textbook_em(n, fit.n_iter)
     np.testing.assert_allclose(fit.pi, pi, rtol=1e-10)
     np.testing.assert_allclose(fit.theta, theta, rtol=1e-10, atol=1e-13)
@@ -429,10 +430,44 @@ def test_class_conditional_map_uses_beta_prior():
         (OneCoinDawidSkene(beta1=0.7), "beta1"),
     ],
 )
-def test_map_refuses_hyperparameters_below_one(anesthesia, model, name):
+def test_map_refuses_hyperparameters_below_one_on_the_simplex(anesthesia, model, name):
     with pytest.raises(ValueError, match=rf">= 1.*{name}"):
-        em(anesthesia, model=model, method="map")
+        em(anesthesia, model=model, method="map", mode_scale="simplex")
     em(anesthesia, model=model, method="ml")  # ML ignores the priors
+    # by default the mode is taken on the log-odds scale: the simplex mode under every pseudo-count + 1
+    fit = em(anesthesia, model=model, method="map")
+    assert fit.mode_scale == "log_odds" and "log-odds" in str(fit.summary())
+    shifted = {k: np.asarray(v, dtype=float) + 1.0 for k, v in model.priors(4, anesthesia.n_raters).items()}
+    ref = em(anesthesia, model=type(model)(**shifted), method="map", mode_scale="simplex")
+    assert ref.mode_scale == "simplex"
+    np.testing.assert_allclose(fit.pi, ref.pi, atol=1e-10)
+    np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-10)
+    assert fit.priors["alpha"] == pytest.approx(model.priors(4, anesthesia.n_raters)["alpha"])  # the model's own
+
+
+@pytest.mark.parametrize("K", [5, 6, 8])
+def test_map_with_default_priors_works_at_every_k_and_recovers_truth(K):
+    """rater's default off-diagonal beta, 3.2 / (K - 1), is below 1 from K = 5: the log-odds mode still exists."""
+    sim = simulate_dawid_skene(400, 6, n_categories=K, seed=K)
+    fit = em(sim.data, method="map")
+    assert fit.converged and fit.mode_scale == "log_odds"
+    assert np.all(fit.theta > 0)  # inside the simplex (every pseudo-count + 1 > 1)
+    assert np.mean(fit.class_probs.argmax(axis=1) == sim.z) >= 0.9
+    np.testing.assert_allclose(fit.pi, sim.pi, atol=0.06)
+    # the log-odds mode at K = 5 .. 8 is the simplex mode under pseudo-counts + 1, a fixed point of the MAP M-step
+    T = fit.class_probs
+    J = sim.data.n_raters
+    N = np.asarray(sim.data.counts.T @ T).reshape(J, K, K).transpose(0, 2, 1) + default_beta(K)
+    np.testing.assert_allclose(fit.theta, N / N.sum(-1, keepdims=True), atol=1e-5)
+
+
+def test_mode_scale_is_checked_and_log_odds_can_be_asked_for(anesthesia):
+    with pytest.raises(ValueError, match="mode_scale"):
+        em(anesthesia, method="map", mode_scale="logit")
+    fit = em(anesthesia, method="map", mode_scale="log_odds")  # K = 4: every default pseudo-count >= 1
+    assert fit.mode_scale == "log_odds"
+    assert em(anesthesia, method="map").mode_scale == "simplex"
+    assert em(anesthesia, method="ml").mode_scale is None
 
 
 # ----------------------------------------------------------------- real data
@@ -772,3 +807,64 @@ def test_non_convergence_warning_names_the_way_out():
     # the posterior mode is inside: the advice is more iterations
     with pytest.warns(EMConvergenceWarning, match="increase max_iter$"):
         em(df, method="map", max_iter=3)
+
+
+# ----------------------------------------------------------------- SQUAREM
+
+
+def _sparse_slow_data():
+    """Many raters with few ratings each: plain ML EM crawls here (theta rows creep towards the boundary)."""
+    return simulate_dawid_skene(500, 40, n_categories=3, raters_per_item=3, seed=12)
+
+
+@pytest.mark.parametrize(
+    "model, method",
+    [
+        ("dawid_skene", "ml"),
+        ("dawid_skene", "map"),
+        ("homogeneous", "ml"),
+        ("class_conditional", "map"),
+        ("one_coin", "ml"),
+    ],
+)
+def test_squarem_reaches_plain_ems_fixed_point_and_never_lowers_the_objective(model, method):
+    # an interior optimum (every rater rates every item): one fixed point for both to reach
+    sim = simulate_dawid_skene(800, 5, n_categories=3, pi=PI3, theta=_theta_ds(5, 3, seed=3), seed=5)
+    start = soft_majority_vote(sim.data.counts, 3)
+    plain = em(sim.data, model, method, init=start, acceleration="none", tol=1e-12, param_tol=1e-8)
+    fast = em(sim.data, model, method, init=start, acceleration="squarem", tol=1e-12, param_tol=1e-8)
+    assert fast.converged and plain.converged
+    trace = fast.log_lik_trace
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:]))  # the objective never decreases
+    assert trace[-1] == pytest.approx(plain.log_lik_trace[-1], abs=1e-7)
+    np.testing.assert_allclose(fast.pi, plain.pi, atol=1e-6)
+    np.testing.assert_allclose(fast.theta, plain.theta, atol=1e-6)
+    np.testing.assert_allclose(fast.class_probs, plain.class_probs, atol=1e-6)
+    if model == "one_coin":  # the constrained structure survives the log-scale jumps
+        off = ~np.eye(3, dtype=bool)
+        np.testing.assert_allclose(fast.theta[:, off], fast.theta[:, off][:, :1] * np.ones(6), rtol=1e-10)
+
+
+def test_squarem_is_faster_where_plain_em_crawls():
+    """Sparse raters: plain ML EM creeps along a flat ridge; SQUAREM gets as high in far fewer E-steps."""
+    sim = _sparse_slow_data()
+    start = soft_majority_vote(sim.data.counts, 3)
+    plain = em(sim.data, method="ml", init=start, acceleration="none")
+    fast = em(sim.data, method="ml", init=start)
+    assert fast.converged and fast.convergence["squarem_jumps_kept"] > 0
+    assert np.all(np.diff(fast.log_lik_trace) >= -1e-10 * np.abs(fast.log_lik_trace[1:]))
+    assert fast.log_lik >= plain.log_lik - 1e-6
+    assert fast.convergence["e_steps"] < 0.5 * plain.convergence["e_steps"]
+    # plain EM from SQUAREM's estimate stays there (a fixed point of plain EM by its own rule)
+    again = em(sim.data, method="ml", init=fast.class_probs, acceleration="none")
+    assert again.log_lik == pytest.approx(fast.log_lik, abs=1e-6)
+
+
+def test_acceleration_is_checked_and_plain_for_other_models(anesthesia):
+    with pytest.raises(ValueError, match="acceleration must be"):
+        em(anesthesia, acceleration="fast")
+    with pytest.raises(ValueError, match="MACE model is fitted by plain EM"):
+        em(anesthesia, model="mace", acceleration="squarem")  # MACE: not a function of pi and theta alone
+    fit = em(anesthesia, model="mace", method="map")  # "auto": plain EM for MACE
+    assert "squarem_cycles" not in fit.convergence
+    assert "squarem_cycles" in em(anesthesia).convergence

@@ -48,6 +48,9 @@ def repeated() -> tuple[RatingData, dict]:
 
 
 def _fit(data, backend, **kw):
+    # plain EM: the backends are compared iteration by iteration to 1e-10, and SQUAREM's jumps multiply
+    # rounding differences by the squared step length (its own comparison: test_squarem_on_both_backends)
+    kw.setdefault("acceleration", "none")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
         return em(data, backend=backend, **kw)
@@ -89,6 +92,20 @@ def test_fused_fit_equals_scipy_fit_until_convergence(repeated, variant):
     b = _fit(data, "numba", model=variant, known=known, tol=1e-9)
     assert a.converged
     _assert_same_fit(a, b)
+
+
+@pytest.mark.parametrize("variant", ["dawid_skene", "class_conditional", "homogeneous", "one_coin"])
+def test_squarem_on_both_backends_reaches_the_same_estimate(repeated, variant):
+    data, known = repeated
+    kw = dict(model=variant, known=known, tol=1e-12, param_tol=1e-8, acceleration="squarem")
+    a, b = _fit(data, "scipy", **kw), _fit(data, "numba", **kw)
+    assert a.converged and b.converged and b.backend == "numba"
+    assert b.convergence["squarem_cycles"] > 0 and a.convergence["squarem_cycles"] > 0
+    assert b.log_lik == pytest.approx(a.log_lik, abs=1e-7)
+    np.testing.assert_allclose(b.theta, a.theta, atol=1e-6)
+    np.testing.assert_allclose(b.class_probs, a.class_probs, atol=1e-6)
+    trace = b.log_lik_trace
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:]))
 
 
 @pytest.mark.parametrize("method", ["ml", "map"])

@@ -121,7 +121,8 @@ def test_bad_priors_are_refused_before_fitting(method):
 def test_map_needs_hyperparameters_of_at_least_one():
     sim = simulate_one_coin(40, 3, n_categories=K, seed=1)
     with pytest.raises(ValueError, match=r">= 1.*beta1"):
-        em(sim.data, OneCoinDawidSkene(beta1=0.5), method="map")
+        em(sim.data, OneCoinDawidSkene(beta1=0.5), method="map", mode_scale="simplex")
+    assert em(sim.data, OneCoinDawidSkene(beta1=0.5), method="map").mode_scale == "log_odds"
     em(sim.data, OneCoinDawidSkene(beta1=0.5), method="ml")  # ML ignores the priors
 
 

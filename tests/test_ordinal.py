@@ -150,7 +150,7 @@ def test_em_ml_refuses_two_categories_and_gibbs_is_refused():
 def test_map_refuses_alpha_below_one():
     sim = simulate_ordinal(30, 3, n_categories=3, seed=1)
     with pytest.raises(ValueError, match=r">= 1.*alpha"):
-        em(sim.data, Ordinal(alpha=0.5), method="map")
+        em(sim.data, Ordinal(alpha=0.5), method="map", mode_scale="simplex")
 
 
 # ------------------------------------------------------------------ the M-step

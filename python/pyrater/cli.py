@@ -381,8 +381,6 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
         return _fit_auto(data, args, method, known)
     model = _resolve_model(args, data.n_categories)
     if method in ("em", "em-ml"):
-        if method == "em":
-            _check_mode_priors(model, data)
         kwargs: dict[str, Any] = {"n_restarts": args.restarts} if args.restarts is not None else {}
         budget = getattr(args, "max_memory_gib", None)
         if budget is not None:
@@ -449,27 +447,6 @@ def _check_gibbs_options(args: argparse.Namespace) -> None:
         )
     if args.thin is not None and args.thin > args.draws:
         raise CLIError(f"--thin ({args.thin}) must be at most --draws ({args.draws}) so that at least one draw is kept")
-
-
-def _check_mode_priors(model, data: RatingData) -> None:
-    """EM's posterior mode needs every hyperparameter >= 1: say how to get there from the command line."""
-    priors = model.priors(data.n_categories, data.n_raters)
-    # the Dirichlet and Beta pseudo-counts (a Normal prior's mean or sd, e.g. the ordinal model's, may be anything)
-    counts = ("alpha", "beta", "beta1", "beta2")
-    free = getattr(model, "mode_free_priors", ())  # rates and the like: any positive value keeps the mode
-    low = {
-        key: float(np.min(value))
-        for key, value in priors.items()
-        if key in counts and key not in free and np.min(value) < 1
-    }
-    if low:
-        names = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
-        raise CLIError(
-            f"--method em (the posterior mode) needs every prior hyperparameter >= 1, but {names} "
-            f"{'is' if len(low) == 1 else 'are'} below 1 (rater's default off-diagonal beta is 3.2 / (K - 1) for "
-            f"K = {data.n_categories} categories). Use --ml for maximum likelihood, or priors >= 1: e.g. "
-            "--beta-off 1 (and --beta-diag, --alpha), or --priors FILE.json; or --method mcmc"
-        )
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:

@@ -115,10 +115,12 @@ def fit(
         :func:`pyrater.em` for maximum likelihood); ``"pathfinder"``: Stan's
         Pathfinder variational approximation (cmdstanpy engine only;
         ``chains`` paths, ``draws`` PSIS-resampled draws; see
-        a fit with ``pathfinder_diagnostics()``).  Modes need every
-        Dirichlet/Beta hyperparameter >= 1 (rater's default off-diagonal
-        ``beta`` is ``3.2 / (K - 1)``, below 1 for K >= 5: ``"optimize"``
-        warns, ``"em"`` refuses).  The hierarchical model's mode is of
+        a fit with ``pathfinder_diagnostics()``).  On the simplex a mode
+        needs every Dirichlet/Beta hyperparameter >= 1 (rater's default
+        off-diagonal ``beta`` is ``3.2 / (K - 1)``, below 1 for K >= 5):
+        there ``"optimize"`` warns and ``"em"`` takes the mode on the
+        log-odds scale, every pseudo-count + 1 (``fit.mode_scale``; see
+        :func:`pyrater.em` ``mode_scale``).  The hierarchical model's mode is of
         limited use: ``softmax(gamma)`` is unchanged by adding a constant to
         a row and the non-centred posterior has a funnel, so ``sigma`` may
         run towards 0 at the mode; prefer MCMC for it.  ``"optimize"`` and

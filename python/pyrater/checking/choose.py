@@ -37,6 +37,7 @@ from .._stacklevel import user_stacklevel
 from ..data.ratings import RatingData
 from ..fits.base import Fit
 from ..models import Model, get_model, model_names
+from ..models.base import mode_priors as _mode_priors
 from .compare import BASELINE_NAME, compare, equivalent_to_best
 from .vote_model import category_counts
 
@@ -122,33 +123,6 @@ def _resolve_candidates(candidates: Sequence[str | Model] | None, method: str) -
     if not out:
         raise ValueError("candidates is empty: name at least one model family")
     return out
-
-
-#: the Dirichlet and Beta pseudo-counts among the families' priors (a Normal prior's mean may be anything)
-PSEUDO_COUNTS = ("alpha", "beta", "beta1", "beta2", "gamma")
-
-
-def _mode_priors(model: Model, K: int, J: int) -> tuple[Model, str | None]:
-    """For a posterior mode: the model as it is, or its mode on the log-odds scale when a pseudo-count is below 1.
-
-    Below 1 a Dirichlet or Beta density is unbounded at the edge of the
-    simplex and the posterior has no mode there.  On the unconstrained
-    (log-odds, softmax) scale, where Stan optimises with ``jacobian=True``,
-    the mode exists: it is the simplex mode under every pseudo-count plus 1,
-    which is what the candidate is then fitted with (every probability stays
-    positive, so no held-out rating gets probability 0).
-    """
-    priors = model.priors(K, J)
-    counts = {k: v for k, v in priors.items() if k in PSEUDO_COUNTS and np.size(v)}
-    low = {k: float(np.min(v)) for k, v in counts.items() if np.min(v) < 1}
-    if not low:
-        return model, None
-    shifted = {k: np.asarray(v, dtype=float) + (1.0 if k in counts else 0.0) for k, v in priors.items()}
-    what = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
-    return type(model)(**shifted), (
-        f"pseudo-counts below 1 ({what}): fitted at its posterior mode on the log-odds scale (every "
-        "Dirichlet/Beta pseudo-count + 1)"
-    )
 
 
 def _agree_mv(fit: Fit) -> float:

@@ -88,7 +88,13 @@ class EMFit(ModeFit):
         pooled model's population rows ``m`` (K, K) and concentrations ``s``
         (K,); the community model's ``m`` (L, K, K), ``s`` (L, K), ``rho`` (L,)
         and ``community_prob`` (J, L), communities sorted by the mean diagonal
-        of ``m``); None for the other models.  Also in :meth:`to_inference_data`.
+        of ``m``; the ordinal model's ``shift``, ``log_scale`` and, with lapses,
+        ``lapse`` (J,) each); None for the other models.  Also in :meth:`to_inference_data`.
+    mode_scale : {"simplex", "log_odds"} or None
+        MAP: the scale of the posterior mode (``pyrater.em`` ``mode_scale``):
+        ``"log_odds"`` when some Dirichlet/Beta pseudo-count is below 1 (e.g.
+        rater's default off-diagonal ``beta`` for K >= 5) or when asked for;
+        ``summary()`` says so.  None for ML.
     """
 
     data: RatingData = field(repr=False)
@@ -115,6 +121,7 @@ class EMFit(ModeFit):
     start: str = ""
     known: np.ndarray | None = field(default=None, repr=False)
     model_params: dict | None = field(default=None, repr=False)
+    mode_scale: str | None = None
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
@@ -137,8 +144,7 @@ class EMFit(ModeFit):
 
     def _summary_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "algorithm": "EM (Dawid & Skene 1979), "
-            + ("posterior mode" if self.priors is not None else "maximum likelihood"),
+            "algorithm": "EM (Dawid & Skene 1979), " + self._objective_name(),
             "iterations": self.n_iter,
             "converged": self.converged,
         }
@@ -158,6 +164,13 @@ class EMFit(ModeFit):
         if self.empty_rows is not None and self.empty_rows.any():
             info["uninformed theta rows set uniform"] = int(self.empty_rows.sum())
         return info
+
+    def _objective_name(self) -> str:
+        if self.priors is None:
+            return "maximum likelihood"
+        if getattr(self, "mode_scale", None) == "log_odds":  # fits saved before the field existed lack it
+            return "posterior mode on the log-odds scale (every Dirichlet/Beta pseudo-count + 1 on the simplex)"
+        return "posterior mode"
 
     def __repr__(self) -> str:
         return (

@@ -17,13 +17,24 @@ more often right than wrong, which also breaks label switching.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["ModelFamily", "Model", "default_alpha", "default_beta", "numeric_array", "PRIOR_N", "PRIOR_P"]
+__all__ = [
+    "ModelFamily",
+    "Model",
+    "default_alpha",
+    "default_beta",
+    "numeric_array",
+    "mode_priors",
+    "PRIOR_N",
+    "PRIOR_P",
+    "PSEUDO_COUNTS",
+]
 
 PRIOR_N = 8.0
 PRIOR_P = 0.6
@@ -39,6 +50,52 @@ def default_beta(K: int, n: float = PRIOR_N, p: float = PRIOR_P) -> np.ndarray:
     beta = np.full((K, K), n * (1 - p) / (K - 1))
     np.fill_diagonal(beta, n * p)
     return beta
+
+
+#: the Dirichlet and Beta pseudo-counts among the families' priors (a posterior mode needs them >= 1)
+PSEUDO_COUNTS = ("alpha", "beta", "beta1", "beta2", "gamma")
+
+
+def mode_priors(model: Any, K: int, J: int) -> tuple[Any, str | None]:
+    """For a posterior mode: the model as it is, or its mode on the log-odds scale when a pseudo-count is below 1.
+
+    Below 1 a Dirichlet or Beta density is unbounded at the edge of the
+    simplex and the posterior has no mode there (rater's default
+    off-diagonal ``beta``, ``3.2 / (K - 1)``, is below 1 for K >= 5).  On
+    the unconstrained (log-odds, softmax) scale, where Stan optimises with
+    ``jacobian=True``, the mode exists for every positive pseudo-count:
+    the Jacobian of the softmax multiplies the density by the product of
+    the probabilities, so that mode is the simplex mode under every
+    pseudo-count plus 1 (every probability stays positive).
+
+    Parameters
+    ----------
+    model : model object
+        A family from :mod:`pyrater.models` with its priors.
+    K, J : int
+        Categories and raters.
+
+    Returns
+    -------
+    model : model object
+        ``model`` itself when every pseudo-count is >= 1, else a copy of it
+        with every pseudo-count + 1 (whose simplex mode is ``model``'s
+        log-odds mode).
+    note : str or None
+        None, or a sentence saying which pseudo-counts were below 1 and that
+        the mode is on the log-odds scale.
+    """
+    priors = model.priors(K, J)
+    counts = {k: v for k, v in priors.items() if k in PSEUDO_COUNTS and np.size(v)}
+    low = {k: float(np.min(v)) for k, v in counts.items() if np.min(v) < 1}
+    if not low:
+        return model, None
+    shifted = {k: np.asarray(v, dtype=float) + (1.0 if k in counts else 0.0) for k, v in priors.items()}
+    what = ", ".join(f"{k} (min {v:.3g})" for k, v in low.items())
+    return dataclasses.replace(model, **shifted), (
+        f"pseudo-counts below 1 ({what}): fitted at its posterior mode on the log-odds scale (every "
+        "Dirichlet/Beta pseudo-count + 1)"
+    )
 
 
 def numeric_array(name: str, value: Any, shapes: list[tuple[int, ...]], shape_text: str) -> np.ndarray:

@@ -85,6 +85,7 @@ Society, Series C (Applied Statistics)* 28(1), 20-28.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -100,6 +101,7 @@ from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.em import EMFit
 from ...models import Model, get_model
+from ...models.base import PSEUDO_COUNTS, mode_priors
 from ...models.kernels import class_log_posterior, soft_majority_vote
 from .._numba import aligned_zeros, compile_for
 from .._numba import run as run_kernel
@@ -111,6 +113,7 @@ from .convergence import (
     check_stopping,
     not_converged_message,
 )
+from .squarem import ACCELERATED_KINDS, squarem
 from .start import SEARCH_MAX_NNZ, check_init, search, search_starts
 from .steps import (
     FUSED_MAX_K,
@@ -145,10 +148,13 @@ def _run(
     max_iter: int,
     param_tol: float = 1e-6,
     bar: Any = None,
+    accelerate: bool = False,
 ) -> dict[str, Any]:
     """One EM run from class probabilities T (modified); stops by :class:`Convergence`.
 
-    ``bar`` (a tqdm bar or None) advances once per iteration.
+    ``bar`` (a tqdm bar or None) advances once per iteration.  With
+    ``accelerate``, SQUAREM cycles (:mod:`pyrater.inference.em.squarem`)
+    come first and plain EM iterations finish the run by the same stopping rule.
     """
     wT = None if prob.unit_weights else np.empty_like(T)
     prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
@@ -160,7 +166,25 @@ def _run(
     buf = np.ascontiguousarray(T) if prob.fast else None
     ll = np.nan
     ll_units = None
-    for it in range(max_iter):
+    done, sq_info = 0, {}  # E-steps of the SQUAREM phase and what it did
+    if accelerate and max_iter > 1:
+        shift: dict[str, Any] = {"ll_units": None}
+
+        def evaluate(pi_: np.ndarray, theta_: np.ndarray) -> tuple[float, np.ndarray]:
+            T_, ll_units_, ll_ = e_step(prob, pi_, theta_, out=buf, shift=shift["ll_units"])
+            # a jump that gave a rating probability 0 leaves no usable shift for the next E-step
+            shift["ll_units"] = ll_units_ if np.isfinite(ll_) else None
+            return (ll_ if prior is None else ll_ + prior.log_density(pi_, theta_)), T_
+
+        def update(T_: np.ndarray, theta_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+            return m_step(prob, T_, kind, prior, wT, theta_prev)
+
+        pi, theta, empty, sq = squarem(
+            evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
+        )
+        ll_units, done, sq_info = shift["ll_units"], sq.evaluations, sq.info()
+    kept = len(trace)
+    for it in range(max_iter - done):
         if bar is not None:
             bar.update()
         T, ll_units, ll = e_step(prob, pi, theta, out=buf, shift=ll_units)
@@ -175,9 +199,10 @@ def _run(
                 break
         else:
             conv.reset_classes()
-        if it + 1 < max_iter:
+        if it + 1 < max_iter - done:
             pi, theta, empty = m_step(prob, T, kind, prior, wT, theta)
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, kind)
+    sq_info["e_steps"] = done + len(trace) - kept
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, sq_info, kind)
 
 
 def _run_result(
@@ -190,6 +215,7 @@ def _run_result(
     converged: bool,
     conv: Convergence,
     prior: MapPrior | None = None,
+    accel_info: dict[str, Any] | None = None,
     kind: str | NumericMStep | None = None,
 ) -> dict[str, Any]:
     """What one EM run returns (both backends): estimates, class probabilities, objective trace, convergence.
@@ -207,7 +233,7 @@ def _run_result(
         "log_lik": ll,
         "trace": np.asarray(trace),
         "converged": converged,
-        "convergence": conv.info(),
+        "convergence": {**conv.info(), **(accel_info or {})},
     }
 
 
@@ -334,6 +360,7 @@ def _run_fused(
     param_tol: float = 1e-6,
     bar: Any = None,
     majority_start: bool = False,
+    accelerate: bool = False,
 ) -> dict[str, Any]:
     """:func:`_run` with each iteration one pass of the fused numba kernel.
 
@@ -359,11 +386,26 @@ def _run_fused(
     converged = False
     conv = Convergence(tol, param_tol)
     ll = np.nan
+    done, sq_info = 0, {}  # E-steps of the SQUAREM phase and what it did
     with ThreadPoolExecutor(max_workers=len(kern.N)) if len(kern.N) > 1 else nullcontext() as ex:
-        for it in range(max_iter):
+        if accelerate and max_iter > 1:
+
+            def evaluate(pi_: np.ndarray, theta_: np.ndarray) -> tuple[float, tuple[Any, Any]]:
+                ll_, n_k_, N_ = kern(pi_, theta_, ex)
+                return (ll_ if prior is None else ll_ + prior.log_density(pi_, theta_)), (n_k_, N_)
+
+            def update(sums: tuple[Any, Any], theta_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+                return m_step_from_counts(sums[0], sums[1], prob.J, prob.K, kind, prior, theta_prev)
+
+            pi, theta, empty, sq = squarem(
+                evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
+            )
+            done, sq_info = sq.evaluations, sq.info()
+        kept = len(trace)
+        for it in range(max_iter - done):
             if bar is not None:
                 bar.update()
-            last = it + 1 >= max_iter
+            last = it + 1 >= max_iter - done
             # the last iteration is the final estimate: its pass writes the class probabilities
             # the class probabilities are written only while the stopping rule needs them (rule 3)
             want_T = conv.want_T
@@ -381,7 +423,8 @@ def _run_fused(
                 pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
-    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, kind)
+    sq_info["e_steps"] = done + len(trace) - kept
+    return _run_result(pi, theta, empty, T, ll, trace, converged, conv, prior, sq_info, kind)
 
 
 # ----------------------------------------------------------------------------- em
@@ -403,6 +446,8 @@ def em(
     n_threads: int = 1,
     param_tol: float = 1e-6,
     progress: bool = False,
+    mode_scale: Literal["auto", "simplex", "log_odds"] = "auto",
+    acceleration: Literal["auto", "squarem", "none"] = "auto",
 ) -> EMFit:
     """Fit a Dawid-Skene-family model by EM (Dawid & Skene 1979): ML or MAP.
 
@@ -429,10 +474,9 @@ def em(
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
         on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
         ``p[j]`` for the one-coin model; Beta on the competences and Dirichlet
-        on the spamming distributions for MACE).  MAP requires every
-        hyperparameter to be >= 1 (otherwise the mode may not exist) and
-        raises :class:`ValueError` if not.  With all hyperparameters equal to
-        1, MAP equals ML.
+        on the spamming distributions for MACE).  On which scale the mode is
+        taken: ``mode_scale``.  With all hyperparameters equal to 1, MAP on
+        the simplex equals ML.
     known : dict or Series, optional
         ``{item label: category label}`` for items whose true class is known;
         their class probabilities are clamped to one-hot during EM
@@ -508,6 +552,35 @@ def em(
         Threads for the numba backend (the units are split into that many
         ranges, each with its own expected-count matrix).  Default 1.  The
         result depends on it only through the order of floating-point sums.
+    acceleration : {"auto", "squarem", "none"}
+        ``"squarem"``: SQUAREM (Varadhan & Roland 2008; scheme S3 on the log
+        scale of pi and theta, :mod:`pyrater.inference.em.squarem`) jumps
+        along EM's path, keeping a jump only when it does not lower the
+        objective (else plain EM steps), then plain EM iterations finish
+        the run by the same stopping rule: the same fixed point, far fewer
+        iterations where EM is slow (maximum likelihood on
+        trec_relevance: see ``bench/RESULTS_defaults.md``).  ``"none"``:
+        plain EM.  ``"auto"`` (default): SQUAREM for the Dawid-Skene,
+        homogeneous, class-conditional and one-coin models, plain EM for
+        the others (MACE, pooled and the families with a numerical M-step,
+        whose M-step is not a function of pi and theta alone).  Both
+        backends; ``n_iter`` and ``log_lik_trace`` count the kept points,
+        ``convergence["e_steps"]`` every E-step.
+    mode_scale : {"auto", "simplex", "log_odds"}
+        ``method="map"``: the scale of the posterior mode.  ``"simplex"``:
+        the mode of the density of the probabilities themselves, which
+        exists only when every Dirichlet/Beta pseudo-count is >= 1 (below 1
+        the density is unbounded at the edge of the simplex; a
+        :class:`ValueError` says so).  ``"log_odds"``: the mode on the
+        unconstrained log-odds (softmax) scale, Stan's ``jacobian=True``
+        mode, which exists for every positive pseudo-count: the simplex mode
+        under every pseudo-count + 1 (:func:`pyrater.models.base.mode_priors`).
+        ``"auto"`` (default): ``"simplex"`` when every pseudo-count is >= 1,
+        else ``"log_odds"`` -- so MAP with rater's default priors works at
+        every K (the default off-diagonal ``beta``, ``3.2 / (K - 1)``, is
+        below 1 for K >= 5).  ``EMFit.mode_scale`` and ``summary()`` say
+        which was used; ``log_posterior`` is then the log density on that
+        scale, up to a constant.
 
     Returns
     -------
@@ -577,9 +650,30 @@ def em(
     if data.n_ratings == 0 or data.weight.sum() <= 0:
         raise ValueError("the data hold no rated items (all tallies are zero)")
     init_checked = check_init(init, I, K)
+    if acceleration not in ("auto", "squarem", "none"):
+        raise ValueError(f"acceleration must be 'auto', 'squarem' or 'none', got {acceleration!r}")
+    if acceleration == "squarem" and kind not in ACCELERATED_KINDS:
+        raise ValueError(
+            f"acceleration='squarem' is available for the {', '.join(ACCELERATED_KINDS)} models; "
+            f"the {model_obj.title} model is fitted by plain EM (acceleration='auto' or 'none')"
+        )
+    accelerate = acceleration != "none" and kind in ACCELERATED_KINDS
+    if mode_scale not in ("auto", "simplex", "log_odds"):
+        raise ValueError(f"mode_scale must be 'auto', 'simplex' or 'log_odds', got {mode_scale!r}")
     prior, prior_values = (None, None)
+    scale_used: str | None = None
+    mode_model = model_obj
     if method == "map":
-        prior, prior_values = map_prior(model_obj, K, J)
+        mode_model, note = (model_obj, None) if mode_scale == "simplex" else mode_priors(model_obj, K, J)
+        if mode_scale == "log_odds" and note is None:  # every pseudo-count >= 1: the log-odds mode still adds 1
+            shifted = {
+                k: np.asarray(v, dtype=float) + 1.0 for k, v in model_obj.priors(K, J).items() if k in PSEUDO_COUNTS
+            }
+            mode_model = dataclasses.replace(model_obj, **shifted)
+        scale_used = "simplex" if mode_model is model_obj else "log_odds"
+        prior, prior_values = map_prior(mode_model, K, J)
+        if scale_used == "log_odds":
+            prior_values = model_obj.priors(K, J)  # the fit reports the model's own priors (and the scale)
     elif kind in ("pooled", "community"):
         what = "population rows m and concentrations s" if kind == "pooled" else "communities (m, s, rho)"
         raise ValueError(
@@ -587,7 +681,7 @@ def em(
             "have no maximum-likelihood estimate apart from their priors; use method='map'"
         )
     if kind == "numeric":  # the family's own M-step (e.g. the ordinal model's Newton steps)
-        kind = NumericMStep(model_obj, K, J, prior_values if prior is not None else None)
+        kind = NumericMStep(model_obj, K, J, None if prior is None else mode_model.priors(K, J))
         if prior is not None:
             prior.numeric = kind
         model_obj.priors(K, J)  # the family's checks of K (ML reads no prior)
@@ -667,8 +761,10 @@ def em(
         if numeric_x is not None and isinstance(kind, NumericMStep):  # resume the family's own parameters
             kind.x = numeric_x.copy()
         if fused is None:
-            return _run(prob, T0, kind, prior, tol, n_iter, param_tol, bar)
-        return _run_fused(prob, T0, kind, prior, tol, n_iter, fused, int(n_threads), param_tol, bar)
+            return _run(prob, T0, kind, prior, tol, n_iter, param_tol, bar, accelerate)
+        return _run_fused(
+            prob, T0, kind, prior, tol, n_iter, fused, int(n_threads), param_tol, bar, accelerate=accelerate
+        )
 
     if isinstance(init_checked, str) and init_checked == "auto":
         init_checked = "search" if prob.counts.nnz < SEARCH_MAX_NNZ else "majority"
@@ -700,6 +796,7 @@ def em(
                 param_tol,
                 bar,
                 majority_start=True,
+                accelerate=accelerate,
             )
             res["start"] = "majority"
             runs.append(res)
@@ -780,4 +877,5 @@ def em(
         start=res["start"],
         known=known_codes,
         model_params=res["model_params"],
+        mode_scale=scale_used,
     )
