@@ -93,10 +93,13 @@ def test_em_ml_is_refused_and_map_needs_priors_of_at_least_one():
     sim = simulate_community(30, 3, n_categories=K, seed=1)
     with pytest.raises(ValueError, match="method='ml' is not available for the community model"):
         em(sim.data, "community", method="ml")
+    # on the simplex a pseudo-count below 1 has no mode; by default EM takes the log-odds mode instead
     with pytest.raises(ValueError, match="rho_alpha"):
-        em(sim.data, CommunityDawidSkene(rho_alpha=0.5), method="map")
+        em(sim.data, CommunityDawidSkene(rho_alpha=0.5), method="map", mode_scale="simplex")
     with pytest.raises(ValueError, match="beta"):
-        em(sim.data, CommunityDawidSkene(beta=np.full((K, K), 0.5)), method="map")
+        em(sim.data, CommunityDawidSkene(beta=np.full((K, K), 0.5)), method="map", mode_scale="simplex")
+    for model in (CommunityDawidSkene(rho_alpha=0.5), CommunityDawidSkene(beta=np.full((K, K), 0.5))):
+        assert em(sim.data, model, method="map", progress=False).mode_scale == "log_odds"
 
 
 def test_registered_with_every_method_and_auto_by_its_samplers_only():

@@ -53,7 +53,7 @@ def default_beta(K: int, n: float = PRIOR_N, p: float = PRIOR_P) -> np.ndarray:
 
 
 #: the Dirichlet and Beta pseudo-counts among the families' priors (a posterior mode needs them >= 1)
-PSEUDO_COUNTS = ("alpha", "beta", "beta1", "beta2", "gamma")
+PSEUDO_COUNTS = ("alpha", "beta", "beta1", "beta2", "gamma", "rho_alpha")
 
 
 def mode_priors(model: Any, K: int, J: int) -> tuple[Any, str | None]:
