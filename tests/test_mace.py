@@ -139,10 +139,12 @@ def test_bad_priors_are_refused_before_fitting(method):
 
 @pytest.mark.parametrize("name, model", [("beta1", MACE(beta1=0.5, beta2=0.5)), ("gamma", MACE(gamma=0.5))])
 def test_map_needs_hyperparameters_of_at_least_one(name, model):
-    """The paper's Beta(0.5, 0.5) has no mode: MAP refuses it by name; ML and the samplers take it."""
+    """The paper's Beta(0.5, 0.5) has no mode on the simplex: MAP there refuses it by name (by default
+    EM takes the log-odds mode instead); ML and the samplers take it."""
     sim = simulate_mace(40, 3, n_categories=K, seed=1)
     with pytest.raises(ValueError, match=rf">= 1.*{name}"):
-        em(sim.data, model, method="map")
+        em(sim.data, model, method="map", mode_scale="simplex")
+    assert em(sim.data, model, method="map", progress=False).mode_scale == "log_odds"
     em(sim.data, model, method="ml")  # ML ignores the priors
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -70,8 +70,10 @@ def test_em_ml_is_refused_and_map_needs_beta_of_at_least_one():
     sim = simulate_pooled(30, 3, n_categories=K, seed=1)
     with pytest.raises(ValueError, match="method='ml' is not available for the pooled model"):
         em(sim.data, "pooled", method="ml")
-    with pytest.raises(ValueError, match="beta"):
-        em(sim.data, PooledDawidSkene(beta=np.full((K, K), 0.5)), method="map")
+    with pytest.raises(ValueError, match="beta"):  # on the simplex; by default the log-odds mode instead
+        em(sim.data, PooledDawidSkene(beta=np.full((K, K), 0.5)), method="map", mode_scale="simplex")
+    fit = em(sim.data, PooledDawidSkene(beta=np.full((K, K), 0.5)), method="map", progress=False)
+    assert fit.mode_scale == "log_odds"
 
 
 def test_default_prior_on_m_is_at_least_one_for_every_k():
