@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 import pyrater
-from pyrater.checking.choose import _mode_priors, default_candidates
+from pyrater.checking.choose import _pick, _pointwise
 from pyrater.checking.scoring import majority_vote, score
 
 HERE = Path(__file__).resolve().parent
@@ -38,44 +38,55 @@ from realdata import DEFAULT_DATA, list_datasets, load_dataset  # noqa: E402
 SEED = 1
 
 
-def run_one(name: str, data_dir: Path) -> list[dict]:
+def run_one(name: str, data_dir: Path, details: Path | None = None) -> tuple[list[dict], pd.DataFrame]:
+    """Score MV, every candidate family and "auto" on one set; also return auto's comparison table.
+
+    The families' fits are the ones "auto" made (``fit.model_choice.fits``: EM, default priors, at the
+    mode on the log-odds scale where a pseudo-count is below 1, seed 1), so every family is fitted once.
+    """
     ds = load_dataset(name, data_dir)
     data, truth = ds.data, ds.truth
-    K, J = data.n_categories, data.n_raters
+    K = data.n_categories
     rows = []
     mv = majority_vote(data)
     rows.append({"dataset": name, "K": K, "method": "MV", **score(mv.probabilities, truth), "seconds": 0.0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for family in default_candidates("em"):
-            try:
-                model, _ = _mode_priors(pyrater.get_model(family), K, J)
-            except ValueError:
-                continue  # the family refuses this K
-            start = time.perf_counter()
-            fit = pyrater.fit(data, model, method="em", seed=SEED, progress=False)
-            rows.append(
-                {
-                    "dataset": name,
-                    "K": K,
-                    "method": family,
-                    **score(fit, truth),
-                    "seconds": time.perf_counter() - start,
-                }
-            )
         start = time.perf_counter()
         auto = pyrater.fit(data, "auto", seed=SEED, progress=False)
+        seconds = time.perf_counter() - start
+    choice = auto.model_choice
+    for family, fit in choice.fits.items():
+        rows.append({"dataset": name, "K": K, "method": family, **score(fit, truth)})
     rows.append(
-        {
-            "dataset": name,
-            "K": K,
-            "method": "auto",
-            "chosen": auto.model_choice.chosen,
-            **score(auto, truth),
-            "seconds": time.perf_counter() - start,
-        }
+        {"dataset": name, "K": K, "method": "auto", "chosen": choice.chosen, **score(auto, truth), "seconds": seconds}
     )
-    return rows
+    # the rule before held-out agreement: elpd alone (the simplest of the candidates equivalent to the best)
+    by_elpd = _pick(choice.table.drop(columns=["labels_as_well"], errors="ignore"), _pointwise(choice.fits))
+    rows.append(
+        {"dataset": name, "K": K, "method": "auto_elpd", "chosen": by_elpd, **score(choice.fits[by_elpd], truth)}
+    )
+    table = choice.table.assign(dataset=name)
+    if (
+        details is not None
+    ):  # per item, for studying other rules offline: elpd, held-out statistics, class probabilities
+        from pyrater.checking.agreement import held_out_agreement, vote_held_out_agreement
+
+        arrays: dict[str, np.ndarray] = {}
+        for family, fit in choice.fits.items():
+            arrays[f"elpd_i/{family}"] = fit.__dict__["_kfold_result"].elpd_i.to_numpy()
+            agree = held_out_agreement(fit)
+            arrays[f"a_i/{family}"], arrays[f"info_i/{family}"] = agree.a_i.to_numpy(), agree.info_i.to_numpy()
+            arrays[f"probs/{family}"] = fit.class_probabilities().to_numpy()
+            arrays[f"table/{family}"] = agree.table
+        vote = vote_held_out_agreement(data)
+        arrays["a_i/MV"], arrays["info_i/MV"] = vote.a_i.to_numpy(), vote.info_i.to_numpy()
+        arrays["table/MV"] = vote.table
+        arrays["units"] = np.asarray(fit.class_probabilities().index.astype(str), dtype=str)
+        arrays["gold_items"] = np.asarray(truth.index.astype(str), dtype=str)
+        arrays["gold"] = np.asarray([list(data.categories).index(c) for c in truth.to_numpy()])
+        np.savez_compressed(details / f"realdata_auto_{name}.npz", **arrays)
+    return rows, table
 
 
 def _markdown(table: pd.DataFrame) -> list[str]:
@@ -138,18 +149,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="*", default=None)
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out-dir", type=Path, default=HERE)
+    ap.add_argument("--details", type=Path, default=None, help="a folder for per-item arrays (npz) of every set")
     args = ap.parse_args(argv)
     names = args.datasets or list_datasets(args.data_dir)
     if not names:
         print(f"no gold data sets under {args.data_dir}; nothing to do", file=sys.stderr)
         return 0
     rows: list[dict] = []
+    tables: list[pd.DataFrame] = []
     for name in names:
         start = time.perf_counter()
-        rows += run_one(name, args.data_dir)
+        new_rows, table = run_one(name, args.data_dir, args.details)
+        rows += new_rows
+        tables.append(table)
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-        res = pd.DataFrame(rows)
-        res.to_csv(args.out_dir / "realdata_auto.csv", index=False)
+        pd.DataFrame(rows).to_csv(args.out_dir / "realdata_auto.csv", index=False)
+        pd.concat(tables).rename_axis("candidate").to_csv(args.out_dir / "realdata_auto_tables.csv")
     report(pd.DataFrame(rows), args.out_dir)
     return 0
 

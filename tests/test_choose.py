@@ -200,3 +200,80 @@ def test_auto_skips_a_family_that_refuses_the_data_and_says_why():
     assert "K >= 3" in f.model_choice.skipped["ordinal"]
     with pytest.raises(ValueError, match="no candidate could be fitted"):
         _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["ordinal"])
+
+
+# ------------------------------------------------------------------ held-out rater agreement
+def _brute_force_agreement(counts: np.ndarray, score_rest) -> np.ndarray:
+    """Per unit: remove each rating in turn, score the rest (K,), credit 1/ties when the rating is a top class."""
+    U, JK = counts.shape
+    out = np.full(U, np.nan)
+    for u in range(U):
+        if counts[u].sum() < 2:
+            continue
+        matched = 0.0
+        for col in np.flatnonzero(counts[u]):
+            rest = counts[u].copy()
+            rest[col] -= 1
+            s = score_rest(rest)
+            top = np.flatnonzero(s >= s.max())
+            matched += counts[u, col] * ((col % K3) in top) / top.size
+        out[u] = matched / counts[u].sum()
+    return out
+
+
+K3 = 3
+
+
+def _random_counts(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    J = 4
+    counts = np.zeros((25, J * K3))
+    for u in range(25):
+        for j in rng.choice(J, size=rng.integers(1, 4), replace=False):
+            counts[u, j * K3 + rng.integers(K3)] += rng.integers(1, 3)  # repeats: a rater rates an item twice
+    return counts
+
+
+def test_label_agreement_is_the_leave_one_rating_out_map_class():
+    import scipy.sparse as sp
+
+    from pyrater.checking.agreement import label_agreement
+
+    counts = _random_counts(4)
+    rng = np.random.default_rng(9)
+    pi = rng.dirichlet(np.ones(K3))
+    theta = rng.dirichlet(np.ones(K3), size=(4, K3))
+
+    def posterior(rest):  # log pi_k + sum_{j, l} n_jl log theta[j, k, l]
+        return np.log(pi) + np.einsum("jl,jkl->k", rest.reshape(4, K3), np.log(theta))
+
+    got = label_agreement(sp.csr_matrix(counts), pi, theta)
+    np.testing.assert_allclose(got, _brute_force_agreement(counts, posterior), equal_nan=True)
+    assert np.isnan(got[counts.sum(axis=1) < 2]).all() and np.isfinite(got[counts.sum(axis=1) >= 2]).all()
+
+
+def test_vote_agreement_is_the_leave_one_rating_out_majority_vote():
+    import scipy.sparse as sp
+
+    from pyrater.checking.agreement import vote_agreement
+
+    counts = _random_counts(6)
+    got = vote_agreement(sp.csr_matrix(counts), K3)
+    expected = _brute_force_agreement(counts, lambda rest: rest.reshape(4, K3).sum(axis=0))
+    np.testing.assert_allclose(got, expected, equal_nan=True)
+
+
+def test_held_out_agreement_ranks_labellers_by_accuracy():
+    """The true (pi, theta) labels better than a rival that ignores the raters' skills, and agrees more."""
+    from pyrater.checking.agreement import label_agreement
+
+    p = np.r_[np.full(6, 0.9), np.full(6, 0.4)]  # six good raters, six barely above chance (K = 3)
+    sim = pyrater.simulate("one_coin", 600, 12, n_categories=3, raters_per_item=5, p=p, seed=2)
+    flat = pyrater.models.one_coin_theta(np.full(12, 0.6), 3)  # every rater alike: a vote
+    scores, accuracy = [], []
+    for theta in (sim.theta, flat):
+        a = label_agreement(sim.data.counts, sim.pi, theta)
+        scores.append(np.nanmean(a))
+        lp = np.log(sim.pi) + np.asarray(sim.data.counts @ np.log(theta).transpose(0, 2, 1).reshape(-1, 3))
+        accuracy.append(np.mean(lp.argmax(axis=1) == sim.z))
+    assert accuracy[0] > accuracy[1] + 0.03 and scores[0] > scores[1]

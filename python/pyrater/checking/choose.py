@@ -1,26 +1,39 @@
-"""``pyrater.fit(data, "auto")``: fit the candidate families, compare them, return the best.
+"""``pyrater.fit(data, "auto")``: fit the candidate families, compare them, return the best labeller.
 
-The data choose among the model families by the expected log predictive
-density of a new item's ratings (:func:`pyrater.compare`): every candidate is
-fitted by the same method, point fits (EM, Stan's optimiser) are scored by
-10-fold cross-validation over items on one shared split, draws-based fits
-(Gibbs, NUTS) by PSIS-LOO.  The rule:
+Every candidate is fitted by the same method.  Two criteria, both computed
+from the ratings alone, score each candidate (:func:`pyrater.compare`'s table
+carries both):
 
-1. rank the candidates by elpd;
-2. among the candidates whose elpd is not separated from the best one's
-   (``equivalent`` in the table: a difference below 4 or below twice its
-   standard error), take the one with the fewest effective parameters
-   (``p_loo`` / ``p_kfold``): equally predictive, simpler;
+* ``agree_cv``, **held-out rater agreement** (point fits: EM, Stan's
+  optimiser; :mod:`pyrater.checking.agreement`): on the 10-fold split over
+  items, each rating of a held-out item is compared with the class inferred
+  from the item's *other* ratings by the parameters estimated without the
+  item.  It scores the labels: for raters better than chance, a label that
+  is right more often agrees more often with a held-out rating.
+* ``elpd``, the **expected log predictive density** of a new item's ratings
+  (10-fold cross-validation for point fits, PSIS-LOO for draws).  It scores
+  the model of the ratings, and a model can win it by learning each rater's
+  leanings while labelling fewer items right.
+
+The rule, labelling first:
+
+1. among the candidates, keep those whose held-out agreement is not
+   separated from the best one's (its paired difference, item by item, is
+   less than twice its standard error: ``labels_as_well``);
+2. among those, rank by elpd and, of the ones whose elpd is not separated
+   from the best of them (a difference below 4 or below twice its standard
+   error), take the one with the fewest effective parameters (``p_kfold``):
+   equally good labels, equally predictive, simpler;
 3. add the vote model, majority vote's predictive counterpart that ignores
-   who rated (:mod:`pyrater.checking.vote_model`), as a baseline row; when
-   the chosen model does not predict clearly better than it, say so (in the
-   reason and as a warning): modelling the raters then buys nothing the data
-   can show, and majority vote may serve as well.
+   who rated (:mod:`pyrater.checking.vote_model`), as a baseline row (its
+   agreement is the most frequent of the other ratings'); when the chosen
+   model predicts the ratings no better than it, say so (in the reason and
+   as a warning).
 
-The most predictive model is not always the one that labels the most items
-right (a model can predict the ratings better by learning each rater's
-biases); elpd is what the ratings alone can measure, and the table shows the
-candidates' agreement with majority vote (``agree_mv``) beside it.
+Draws-based fits (Gibbs, NUTS) have no refits to score held-out agreement
+with, so for them step 1 is skipped (elpd by PSIS-LOO alone).  The table
+also shows each candidate's agreement with the full-data majority vote
+(``agree_mv``).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from .._stacklevel import user_stacklevel
 from ..data.ratings import RatingData
 from ..fits.base import Fit
 from ..models import Model, get_model, model_names
+from .agreement import held_out_agreement, vote_held_out_agreement
 from .compare import BASELINE_NAME, compare, equivalent_to_best
 from .vote_model import category_counts
 
@@ -44,6 +58,8 @@ __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
 
 #: methods ``fit(data, "auto", method=...)`` can fit every candidate by (the default: EM)
 AUTO_METHODS = ("em", "gibbs", "mcmc", "optimize")
+#: which held-out statistic says which candidates label as well as the best ("agree" or "info")
+LABEL_CRITERION = "agree"
 #: methods whose fits are posterior modes (scored by K-fold)
 _MODE_METHODS = ("em", "optimize")
 
@@ -61,9 +77,12 @@ class ModelChoice:
         ``fit.summary()``).
     table : DataFrame
         :func:`pyrater.compare`'s table over the candidates and the
-        majority-vote baseline (when there is one), with a column
-        ``agree_mv``: the share of items whose most probable class is a
-        majority-vote class.
+        majority-vote baseline (when there is one), with the columns
+        ``agree_cv`` (held-out rater agreement, point fits),
+        ``agree_dse`` (standard error of its paired difference from the
+        best candidate's), ``labels_as_well`` (not separated from the best
+        candidate's agreement) and ``agree_mv`` (the share of items whose
+        most probable class is a majority-vote class).
     fits : dict
         ``{name: fit}`` of every candidate fitted.
     skipped : dict
@@ -201,6 +220,7 @@ def choose_model(
         only = next(iter(fits))
         table = pd.DataFrame({"rank": [0]}, index=pd.Index([only]))
         reason = f"{only}: the only candidate that could be fitted (known items: no majority-vote baseline)"
+        chosen = only
     else:
         from .kfold import DEFAULT_FOLDS, kfold
 
@@ -210,9 +230,11 @@ def choose_model(
                 if not f.has_draws:  # scored here so the progress setting holds; compare uses the result
                     kfold(f, DEFAULT_FOLDS, seed=seed, progress=progress)
             table = compare(fits, seed=seed, baseline=baseline, progress=progress)
+        if method in _MODE_METHODS:
+            table = _with_held_out_agreement(table, fits)
         table = _with_agreement(table, fits)
-        reason = _reason(table, method)
-    chosen = _pick(table)
+        chosen = _pick(table, _pointwise(fits))
+        reason = _reason(table, method, chosen)
     choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped)
     best = fits[chosen]
     best.__dict__["_model_choice"] = choice
@@ -226,6 +248,35 @@ def choose_model(
     return best, choice
 
 
+def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
+    """The table with ``agree_cv``, ``info_cv``, their paired standard errors and ``labels_as_well``."""
+    scores = {
+        name: vote_held_out_agreement(next(iter(fits.values())).data)
+        if name == BASELINE_NAME
+        else held_out_agreement(fits[name])
+        for name in table.index
+    }
+    models = [n for n in table.index if n != BASELINE_NAME]
+    out = {}
+    for stat, per_item, mean in (("agree", "a_i", "agreement"), ("info", "info_i", "information")):
+        best = max(models, key=lambda n: getattr(scores[n], mean))
+        ref = getattr(scores[best], per_item).to_numpy()
+        dse, close = [], []
+        for name in table.index:
+            d = getattr(scores[name], per_item).to_numpy() - ref
+            d = d[np.isfinite(d)]
+            scale = d.size if stat == "agree" else scores[best].n_ratings  # a mean over items / over ratings
+            diff = float(d.sum()) / scale if d.size else 0.0
+            se = float(np.sqrt(d.size * np.var(d))) / scale if d.size > 1 else 0.0
+            dse.append(se)
+            close.append(name != BASELINE_NAME and -diff <= 2.0 * se)
+        out[f"{stat}_cv"] = [getattr(scores[n], mean) for n in table.index]
+        out[f"{stat}_dse"] = dse
+        out[f"{stat}_close"] = close
+    table = table.assign(**{k: v for k, v in out.items() if not k.endswith("_close")})
+    return table.assign(labels_as_well=out[f"{LABEL_CRITERION}_close"])
+
+
 def _with_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
     agree = [1.0 if name == BASELINE_NAME else _agree_mv(fits[name]) for name in table.index]
     return table.assign(agree_mv=agree)
@@ -235,25 +286,39 @@ def _ic(table: pd.DataFrame) -> str:
     return next(c for c in table.columns if c.startswith("elpd_") and c != "elpd_diff")
 
 
-def _pick(table: pd.DataFrame) -> str:
-    """The simplest model (smallest p) among the candidates equivalent to the best candidate."""
+def _pointwise(fits: dict[str, Fit]) -> dict[str, np.ndarray]:
+    """Each fit's per-item elpd (its K-fold or PSIS-LOO result, as :func:`pyrater.compare` left it)."""
+    out = {}
+    for name, f in fits.items():
+        res = f.__dict__.get("_kfold_result") or f.__dict__.get("_loo_result")
+        if res is not None and getattr(res, "method", None) != "subsample":
+            out[name] = res.elpd_i.to_numpy()
+    return out
+
+
+def _pick(table: pd.DataFrame, pointwise: dict[str, np.ndarray] | None = None) -> str:
+    """The module's rule: the candidates that label as well as the best; of them the simplest of the most predictive."""
     models = table.drop(index=BASELINE_NAME, errors="ignore")
+    if "labels_as_well" in models.columns:
+        models = models[models["labels_as_well"].astype(bool)]
     ic = _ic(models)
-    best = models[ic].idxmax()
+    best = str(models[ic].idxmax())
     if "equivalent" not in models.columns:
-        return str(best)
-    ref = float(models.loc[best, ic])
+        return best
     pcol = "p_" + ic.removeprefix("elpd_")
-    tied = [n for n in models.index if n == best or _close(ref, models, n, best)]
+    tied = [n for n in models.index if n == best or _close(table, n, best, pointwise)]
     return str(min(tied, key=lambda n: (float(models.loc[n, pcol]), -float(models.loc[n, ic]))))
 
 
-def _close(ref: float, models: pd.DataFrame, name: str, best: str) -> bool:
-    """Whether ``name`` is equivalent to the best candidate (the rule of the table, against the best candidate)."""
-    ic = _ic(models)
-    diff = float(models.loc[name, ic]) - ref
-    # the table's dse is against its top row; when the baseline is not on top that row is the best candidate
-    dse = float(models.loc[name, "dse"]) if models.index[0] == best else 0.0
+def _close(table: pd.DataFrame, name: str, best: str, pointwise: dict[str, np.ndarray] | None) -> bool:
+    """Whether ``name``'s elpd is not separated from ``best``'s (:func:`equivalent_to_best`, paired by item)."""
+    ic = _ic(table)
+    diff = float(table.loc[name, ic] - table.loc[best, ic])
+    if pointwise is not None and name in pointwise and best in pointwise:
+        d = pointwise[name] - pointwise[best]
+        dse = float(np.sqrt(d.size * np.var(d)))
+    else:  # the table's dse is against its top row; otherwise the rule's absolute part alone
+        dse = float(table.loc[name, "dse"]) if table.index[0] == best else 0.0
     return equivalent_to_best(diff, dse)
 
 
@@ -268,19 +333,32 @@ def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
     return equivalent_to_best(diff, dse)
 
 
-def _reason(table: pd.DataFrame, method: str) -> str:
+def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     ic = _ic(table)
     criterion = "10-fold cross-validated elpd" if method in _MODE_METHODS else "PSIS-LOO elpd"
     models = table.drop(index=BASELINE_NAME, errors="ignore")
-    chosen = _pick(table)
+    text = f"{chosen}: chosen among {len(models)} candidate(s) fitted by {method}"
+    if "agree_cv" in models.columns:
+        labeller = str(models["agree_cv"].idxmax())
+        n_as_well = int(models["labels_as_well"].sum())
+        text += f"; held-out rater agreement {models.loc[chosen, 'agree_cv']:.3f}"
+        if chosen == labeller:
+            others = models.drop(index=chosen)
+            if len(others):
+                nxt = str(others["agree_cv"].idxmax())
+                text += f" (best; next {nxt} {models.loc[nxt, 'agree_cv']:.3f})"
+        else:
+            text += f" (best {labeller} {models.loc[labeller, 'agree_cv']:.3f})"
+        if n_as_well > 1:
+            text += f", {n_as_well} candidates label as well: then by {criterion}"
+        models = models[models["labels_as_well"].astype(bool)]
+    else:
+        text += f", by {criterion}"
     best = str(models[ic].idxmax())
-    text = f"{chosen}: chosen by {criterion} among {len(models)} candidate(s) fitted by {method}"
     if chosen == best:
-        text += f" (elpd {models.loc[chosen, ic]:.1f})"
+        text += f" (elpd {models.loc[chosen, ic]:.1f}"
         rest = [n for n in models.index if n != best]
-        if rest:
-            nxt = rest[0]
-            text += f"; next {nxt} at {models.loc[nxt, ic] - models.loc[best, ic]:+.1f}"
+        text += f"; next {rest[0]} at {models.loc[rest[0], ic] - models.loc[best, ic]:+.1f})" if rest else ")"
     else:
         text += (
             f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}), "
@@ -292,4 +370,9 @@ def _reason(table: pd.DataFrame, method: str) -> str:
             text += f"; majority vote's vote model predicts as well ({gap:+.1f}): consider majority vote"
         else:
             text += f"; {gap:+.1f} over majority vote's vote model"
+        if "agree_cv" in table.columns and table.loc[BASELINE_NAME, "agree_cv"] >= table.loc[chosen, "agree_cv"]:
+            text += (
+                f"; majority vote agrees with held-out ratings as often ({table.loc[BASELINE_NAME, 'agree_cv']:.3f}):"
+                " consider majority vote"
+            )
     return text
