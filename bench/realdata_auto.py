@@ -67,9 +67,7 @@ def run_one(name: str, data_dir: Path, details: Path | None = None) -> tuple[lis
         {"dataset": name, "K": K, "method": "auto_elpd", "chosen": by_elpd, **score(choice.fits[by_elpd], truth)}
     )
     table = choice.table.assign(dataset=name)
-    if (
-        details is not None
-    ):  # per item, for studying other rules offline: elpd, held-out statistics, class probabilities
+    if details is not None:  # per item, for studying other rules offline
         from pyrater.checking.agreement import held_out_agreement, vote_held_out_agreement
 
         arrays: dict[str, np.ndarray] = {}
