@@ -277,3 +277,32 @@ def test_held_out_agreement_ranks_labellers_by_accuracy():
         lp = np.log(sim.pi) + np.asarray(sim.data.counts @ np.log(theta).transpose(0, 2, 1).reshape(-1, 3))
         accuracy.append(np.mean(lp.argmax(axis=1) == sim.z))
     assert accuracy[0] > accuracy[1] + 0.03 and scores[0] > scores[1]
+
+
+def test_auto_with_gold_judges_the_labels_on_the_gold_items():
+    p = np.r_[np.full(4, 0.95), np.full(4, 0.4)]  # four good raters, four barely above chance (K = 3)
+    sim = pyrater.simulate("one_coin", 300, 8, n_categories=3, raters_per_item=4, p=p, seed=7)
+    cats = sim.data.categories
+    gold = {sim.data.unit_labels[i]: cats[int(sim.z[i])] for i in range(0, 300, 2)}
+    before = dict(gold)
+    f = _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["one_coin", "homogeneous"], gold=gold)
+    table = f.model_choice.table
+    assert gold == before  # the user's input is not modified
+    for name in ("one_coin", "homogeneous"):
+        fit = f.model_choice.fits[name]
+        assert fit.known is None or not np.any(np.asarray(fit.known) >= 0)  # fitted without the gold labels
+        z = fit.class_probabilities().to_numpy().argmax(axis=1)
+        assert table.loc[name, "gold_accuracy"] == pytest.approx(np.mean(z[::2] == sim.z[::2]))
+    assert table.loc["one_coin", "gold_accuracy"] > table.loc["homogeneous", "gold_accuracy"] + 0.05
+    assert f.model.name == "one_coin" and "accuracy on the gold items" in f.model_choice.reason
+    assert not table.loc["homogeneous", "labels_as_well"]
+
+
+def test_auto_gold_is_checked():
+    sim = pyrater.simulate("dawid_skene", 30, 3, n_categories=2, seed=1)
+    with pytest.raises(ValueError, match="gold is used by model='auto' only"):
+        pyrater.fit(sim.data, "dawid_skene", method="em", gold={sim.data.unit_labels[0]: sim.data.categories[0]})
+    with pytest.raises(ValueError, match="gold is empty"):
+        pyrater.fit(sim.data, "auto", gold={})
+    with pytest.raises(ValueError, match="item"):
+        pyrater.fit(sim.data, "auto", gold={"no such item": sim.data.categories[0]})

@@ -193,8 +193,13 @@ def choose_model(
     has_known: bool,
     seed: int,
     progress: bool,
+    gold: np.ndarray | None = None,
 ) -> tuple[Fit, ModelChoice]:
     """Fit each candidate with ``fit_one(model, method)``, compare, choose (see the module's rule).
+
+    ``gold`` (units,) holds the true class code of the user's gold units
+    (-1 elsewhere): accuracy on them, not held-out agreement, then says
+    which candidates label as well as the best.
 
     Returns the chosen fit (with ``model_choice`` set) and the :class:`ModelChoice`.
     """
@@ -232,6 +237,8 @@ def choose_model(
             table = compare(fits, seed=seed, baseline=baseline, progress=progress)
         if method in _MODE_METHODS:
             table = _with_held_out_agreement(table, fits)
+        if gold is not None:
+            table = _with_gold(table, fits, gold)
         table = _with_agreement(table, fits)
         chosen = _pick(table, _pointwise(fits))
         reason = _reason(table, method, chosen)
@@ -275,6 +282,33 @@ def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.Da
         out[f"{stat}_close"] = close
     table = table.assign(**{k: v for k, v in out.items() if not k.endswith("_close")})
     return table.assign(labels_as_well=out[f"{LABEL_CRITERION}_close"])
+
+
+def _with_gold(table: pd.DataFrame, fits: dict[str, Fit], gold: np.ndarray) -> pd.DataFrame:
+    """The table with ``gold_accuracy``, ``gold_dse`` and ``labels_as_well`` judged on the user's gold units."""
+    units = np.flatnonzero(gold >= 0)
+    weight = np.asarray(next(iter(fits.values())).data.weight, dtype=float)[units]
+    hits = {}
+    for name in table.index:
+        if name == BASELINE_NAME:
+            counts = category_counts(next(iter(fits.values())).data)[units]
+            score = counts
+        else:
+            score = fits[name].class_probabilities().to_numpy()[units]
+        top = score >= score.max(axis=1, keepdims=True)
+        hits[name] = top[np.arange(units.size), gold[units]] / top.sum(axis=1)
+    total = weight.sum()
+    accuracy = {n: float(weight @ h / total) for n, h in hits.items()}
+    models = [n for n in table.index if n != BASELINE_NAME]
+    best = max(models, key=accuracy.get)
+    dse, close = [], []
+    for name in table.index:
+        d = hits[name] - hits[best]
+        mean = float(weight @ d / total)
+        se = float(np.sqrt(weight @ (d - mean) ** 2 / total / total)) if units.size > 1 else 0.0
+        dse.append(se)
+        close.append(name != BASELINE_NAME and -mean <= 2.0 * se)
+    return table.assign(gold_accuracy=[accuracy[n] for n in table.index], gold_dse=dse, labels_as_well=close)
 
 
 def _with_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
@@ -338,17 +372,22 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     criterion = "10-fold cross-validated elpd" if method in _MODE_METHODS else "PSIS-LOO elpd"
     models = table.drop(index=BASELINE_NAME, errors="ignore")
     text = f"{chosen}: chosen among {len(models)} candidate(s) fitted by {method}"
-    if "agree_cv" in models.columns:
-        labeller = str(models["agree_cv"].idxmax())
+    if "gold_accuracy" in models.columns or "agree_cv" in models.columns:
+        col, what = (
+            ("gold_accuracy", "accuracy on the gold items")
+            if "gold_accuracy" in models.columns
+            else ("agree_cv", "held-out rater agreement")
+        )
+        labeller = str(models[col].idxmax())
         n_as_well = int(models["labels_as_well"].sum())
-        text += f"; held-out rater agreement {models.loc[chosen, 'agree_cv']:.3f}"
+        text += f"; {what} {models.loc[chosen, col]:.3f}"
         if chosen == labeller:
             others = models.drop(index=chosen)
             if len(others):
-                nxt = str(others["agree_cv"].idxmax())
-                text += f" (best; next {nxt} {models.loc[nxt, 'agree_cv']:.3f})"
+                nxt = str(others[col].idxmax())
+                text += f" (best; next {nxt} {models.loc[nxt, col]:.3f})"
         else:
-            text += f" (best {labeller} {models.loc[labeller, 'agree_cv']:.3f})"
+            text += f" (best {labeller} {models.loc[labeller, col]:.3f})"
         if n_as_well > 1:
             text += f", {n_as_well} candidates label as well: then by {criterion}"
         models = models[models["labels_as_well"].astype(bool)]
@@ -370,7 +409,13 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
             text += f"; majority vote's vote model predicts as well ({gap:+.1f}): consider majority vote"
         else:
             text += f"; {gap:+.1f} over majority vote's vote model"
-        if "agree_cv" in table.columns and table.loc[BASELINE_NAME, "agree_cv"] >= table.loc[chosen, "agree_cv"]:
+        if "gold_accuracy" in table.columns:
+            if table.loc[BASELINE_NAME, "gold_accuracy"] >= table.loc[chosen, "gold_accuracy"]:
+                text += (
+                    f"; majority vote labels the gold items as accurately "
+                    f"({table.loc[BASELINE_NAME, 'gold_accuracy']:.3f}): consider majority vote"
+                )
+        elif "agree_cv" in table.columns and table.loc[BASELINE_NAME, "agree_cv"] >= table.loc[chosen, "agree_cv"]:
             text += (
                 f"; majority vote agrees with held-out ratings as often ({table.loc[BASELINE_NAME, 'agree_cv']:.3f}):"
                 " consider majority vote"
