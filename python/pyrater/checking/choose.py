@@ -348,6 +348,8 @@ def _close(table: pd.DataFrame, name: str, best: str, pointwise: dict[str, np.nd
     """Whether ``name``'s elpd is not separated from ``best``'s (:func:`equivalent_to_best`, paired by item)."""
     ic = _ic(table)
     diff = float(table.loc[name, ic] - table.loc[best, ic])
+    if not np.isfinite(diff):  # a held-out item impossible under one of them (elpd -inf)
+        return False
     if pointwise is not None and name in pointwise and best in pointwise:
         d = pointwise[name] - pointwise[best]
         dse = float(np.sqrt(d.size * np.var(d)))
