@@ -286,26 +286,47 @@ def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.Da
 
 def _with_gold(table: pd.DataFrame, fits: dict[str, Fit], gold: np.ndarray) -> pd.DataFrame:
     """The table with ``gold_accuracy``, ``gold_dse`` and ``labels_as_well`` judged on the user's gold units."""
+    data = next(iter(fits.values())).data
+    scores = {
+        name: category_counts(data) if name == BASELINE_NAME else fits[name].class_probabilities().to_numpy()
+        for name in table.index
+    }
+    return gold_columns(table, scores, gold, np.asarray(data.weight, dtype=float))
+
+
+def gold_columns(
+    table: pd.DataFrame, scores: dict[str, np.ndarray], gold: np.ndarray, weight: np.ndarray
+) -> pd.DataFrame:
+    """``table`` with ``gold_accuracy``, ``gold_dse`` and ``labels_as_well`` from per-unit class scores.
+
+    Parameters
+    ----------
+    table : DataFrame
+        The comparison table (a row per candidate, and the baseline's).
+    scores : dict
+        ``{row name: (units, K) array}``: class probabilities (the baseline: its vote counts); a unit's
+        label is its highest score, ties sharing the credit.
+    gold : array, shape (units,)
+        True class codes of the gold units, -1 elsewhere.
+    weight : array, shape (units,)
+        Items per unit.
+    """
     units = np.flatnonzero(gold >= 0)
-    weight = np.asarray(next(iter(fits.values())).data.weight, dtype=float)[units]
+    w = weight[units]
     hits = {}
     for name in table.index:
-        if name == BASELINE_NAME:
-            counts = category_counts(next(iter(fits.values())).data)[units]
-            score = counts
-        else:
-            score = fits[name].class_probabilities().to_numpy()[units]
+        score = scores[name][units]
         top = score >= score.max(axis=1, keepdims=True)
         hits[name] = top[np.arange(units.size), gold[units]] / top.sum(axis=1)
-    total = weight.sum()
-    accuracy = {n: float(weight @ h / total) for n, h in hits.items()}
+    total = w.sum()
+    accuracy = {n: float(w @ h / total) for n, h in hits.items()}
     models = [n for n in table.index if n != BASELINE_NAME]
-    best = max(models, key=accuracy.get)
+    best = max(models, key=accuracy.__getitem__)
     dse, close = [], []
     for name in table.index:
         d = hits[name] - hits[best]
-        mean = float(weight @ d / total)
-        se = float(np.sqrt(weight @ (d - mean) ** 2 / total / total)) if units.size > 1 else 0.0
+        mean = float(w @ d / total)
+        se = float(np.sqrt(w @ (d - mean) ** 2) / total) if units.size > 1 else 0.0
         dse.append(se)
         close.append(name != BASELINE_NAME and -mean <= 2.0 * se)
     return table.assign(gold_accuracy=[accuracy[n] for n in table.index], gold_dse=dse, labels_as_well=close)
