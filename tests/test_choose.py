@@ -306,3 +306,26 @@ def test_auto_gold_is_checked():
         pyrater.fit(sim.data, "auto", gold={})
     with pytest.raises(ValueError, match="item"):
         pyrater.fit(sim.data, "auto", gold={"no such item": sim.data.categories[0]})
+
+
+def test_pointwise_information_averages_to_the_raters_mutual_information():
+    """Hard labels: the count-weighted mean is sum_j (n_j / n) I_j, each I_j from its own contingency table."""
+    from scipy.stats.contingency import crosstab
+
+    from pyrater.checking.agreement import pointwise_information
+
+    rng = np.random.default_rng(3)
+    J, R = 5, 400
+    col = rng.integers(0, J, size=R) * K3 + rng.integers(0, K3, size=R)
+    label_code = np.where(rng.random(R) < 0.6, col % K3, rng.integers(0, K3, size=R))  # labels that track the ratings
+    label = np.eye(K3)[label_code]
+    pmi = pointwise_information(col, np.ones(R), label, K3, J)
+    expected = 0.0
+    for j in range(J):
+        mine = col // K3 == j
+        table = crosstab(label_code[mine], col[mine] % K3).count.astype(float)
+        p = table / table.sum()
+        outer = p.sum(axis=1, keepdims=True) * p.sum(axis=0, keepdims=True)
+        expected += mine.sum() / R * np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1) / outer), 0.0))
+    assert pmi.mean() == pytest.approx(expected, rel=1e-12)
+    assert expected > 0.05

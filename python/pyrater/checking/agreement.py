@@ -159,8 +159,9 @@ def pointwise_information(col: np.ndarray, n: np.ndarray, label: np.ndarray, K: 
     ``I(label; rating | rater)``.
     """
     j, rating = col // K, col % K
-    N = np.zeros((J, K, K))
-    np.add.at(N, (j, slice(None), rating), n[:, None] * label)
+    by_rating = np.zeros((J, K, K))  # [j, l, k]
+    np.add.at(by_rating, (j, rating), n[:, None] * label)
+    N = by_rating.transpose(0, 2, 1)
     n_j = N.sum(axis=(1, 2))
     row = N.sum(axis=2)  # (J, K): label margin
     column = N.sum(axis=1)  # (J, K): rating margin
@@ -185,8 +186,9 @@ def _collect(
     a_i = np.full(n_items, np.nan)
     a_i[scored] = matched[scored] / total[scored]
     pmi = pointwise_information(col[keep], n[keep], label[keep], K, J)
-    table = np.zeros((J, K, K))
-    np.add.at(table, (col[keep] // K, slice(None), col[keep] % K), n[keep, None] * label[keep])
+    by_rating = np.zeros((J, K, K))  # [j, l, k]
+    np.add.at(by_rating, (col[keep] // K, col[keep] % K), n[keep, None] * label[keep])
+    table = np.ascontiguousarray(by_rating.transpose(0, 2, 1))
     info_i = np.bincount(item_of_rating[keep], weights=n[keep] * pmi, minlength=n_items)
     n_ratings = float(n[keep].sum())
     index = _item_index(data)
@@ -244,7 +246,8 @@ def held_out_agreement(fit: Fit) -> Agreement:
     data = fit.data
     weight = np.asarray(data.weight, dtype=np.int64)
     unit_of_item = np.repeat(np.arange(data.n_units), weight)
-    known = None if fit.known is None else np.asarray(fit.known)[unit_of_item] >= 0
+    given = getattr(fit, "known", None)
+    known = None if given is None else np.asarray(given)[unit_of_item] >= 0
     pieces = []
     for f, (pi, theta) in enumerate(folds["params"]):
         items = np.flatnonzero(folds["fold"] == f)
