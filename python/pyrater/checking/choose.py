@@ -1,39 +1,34 @@
-"""``pyrater.fit(data, "auto")``: fit the candidate families, compare them, return the best labeller.
+"""``pyrater.fit(data, "auto")``: fit the candidate families, compare them, return the best.
 
-Every candidate is fitted by the same method.  Two criteria, both computed
-from the ratings alone, score each candidate (:func:`pyrater.compare`'s table
-carries both):
+Every candidate is fitted by the same method and scored from the ratings
+alone (:func:`pyrater.compare`): point fits (EM, Stan's optimiser) by 10-fold
+cross-validation over items on one shared split, draws-based fits (Gibbs,
+NUTS) by PSIS-LOO.  The rule:
 
-* ``agree_cv``, **held-out rater agreement** (point fits: EM, Stan's
-  optimiser; :mod:`pyrater.checking.agreement`): on the 10-fold split over
-  items, each rating of a held-out item is compared with the class inferred
-  from the item's *other* ratings by the parameters estimated without the
-  item.  It scores the labels: for raters better than chance, a label that
-  is right more often agrees more often with a held-out rating.
-* ``elpd``, the **expected log predictive density** of a new item's ratings
-  (10-fold cross-validation for point fits, PSIS-LOO for draws).  It scores
-  the model of the ratings, and a model can win it by learning each rater's
-  leanings while labelling fewer items right.
-
-The rule, labelling first:
-
-1. among the candidates, keep those whose held-out agreement is not
-   separated from the best one's (its paired difference, item by item, is
-   less than twice its standard error: ``labels_as_well``);
-2. among those, rank by elpd and, of the ones whose elpd is not separated
-   from the best of them (a difference below 4 or below twice its standard
-   error), take the one with the fewest effective parameters (``p_kfold``):
-   equally good labels, equally predictive, simpler;
+1. rank the candidates by elpd, the expected log predictive density of a
+   new item's ratings;
+2. among the candidates whose elpd is not separated from the best one's
+   (``equivalent``: a difference below 4 or below twice its standard error,
+   paired by item), take the one with the fewest effective parameters
+   (``p_loo`` / ``p_kfold``): equally predictive, simpler;
 3. add the vote model, majority vote's predictive counterpart that ignores
-   who rated (:mod:`pyrater.checking.vote_model`), as a baseline row (its
-   agreement is the most frequent of the other ratings'); when the chosen
-   model predicts the ratings no better than it, say so (in the reason and
-   as a warning).
+   who rated (:mod:`pyrater.checking.vote_model`), as a baseline row; when
+   the chosen model does not predict clearly better than it, say so (in the
+   reason and as a warning).
 
-Draws-based fits (Gibbs, NUTS) have no refits to score held-out agreement
-with, so for them step 1 is skipped (elpd by PSIS-LOO alone).  The table
-also shows each candidate's agreement with the full-data majority vote
-(``agree_mv``).
+With the user's gold items (``gold=``), the labels are judged first: the
+candidates whose accuracy on the gold items is not separated from the best
+one's (within twice the standard error of the paired difference;
+``labels_as_well``) go on to steps 1-2, the others are dropped.
+
+For point fits the table also shows what the ratings say about the labels
+(:mod:`pyrater.checking.agreement`): ``agree_cv``, how often the class
+inferred from an item's other ratings matches a held-out rating, and
+``info_cv``, the information between the two given the rater.  They are
+diagnostics, not the rule: the benchmark on real data
+(``bench/RESULTS_realdata_auto.md``) shows them mislead where raters share
+a leaning, and the guide says why.  ``agree_mv`` is each candidate's
+agreement with the full-data majority vote.
 """
 
 from __future__ import annotations
@@ -58,8 +53,12 @@ __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
 
 #: methods ``fit(data, "auto", method=...)`` can fit every candidate by (the default: EM)
 AUTO_METHODS = ("em", "gibbs", "mcmc", "optimize")
-#: which held-out statistic says which candidates label as well as the best ("agree" or "info")
-LABEL_CRITERION = "agree"
+#: with gold items, a candidate labels as well as the best when its accuracy on them is below the best's by at
+#: most this many standard errors of the paired difference
+LABEL_SE_MULTIPLE = 2.0
+#: differences this small are ties (two candidates with the same labels, e.g. Dawid-Skene and class-conditional
+#: at K = 2)
+_TIE = 1e-9
 #: methods whose fits are posterior modes (scored by K-fold)
 _MODE_METHODS = ("em", "optimize")
 
@@ -78,10 +77,11 @@ class ModelChoice:
     table : DataFrame
         :func:`pyrater.compare`'s table over the candidates and the
         majority-vote baseline (when there is one), with the columns
-        ``agree_cv`` (held-out rater agreement, point fits),
-        ``agree_dse`` (standard error of its paired difference from the
-        best candidate's), ``labels_as_well`` (not separated from the best
-        candidate's agreement) and ``agree_mv`` (the share of items whose
+        ``agree_cv`` and ``info_cv`` (held-out rater agreement and
+        information, point fits; diagnostics), ``agree_dse`` and
+        ``info_dse`` (standard errors of their paired differences from the
+        best candidate's), with ``gold=`` ``gold_accuracy``, ``gold_dse``
+        and ``labels_as_well``, and ``agree_mv`` (the share of items whose
         most probable class is a majority-vote class).
     fits : dict
         ``{name: fit}`` of every candidate fitted.
@@ -256,7 +256,7 @@ def choose_model(
 
 
 def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
-    """The table with ``agree_cv``, ``info_cv``, their paired standard errors and ``labels_as_well``."""
+    """The table with ``agree_cv``, ``info_cv`` and the standard errors of their paired differences from the best."""
     scores = {
         name: vote_held_out_agreement(next(iter(fits.values())).data)
         if name == BASELINE_NAME
@@ -268,20 +268,15 @@ def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.Da
     for stat, per_item, mean in (("agree", "a_i", "agreement"), ("info", "info_i", "information")):
         best = max(models, key=lambda n: getattr(scores[n], mean))
         ref = getattr(scores[best], per_item).to_numpy()
-        dse, close = [], []
+        dse = []
         for name in table.index:
             d = getattr(scores[name], per_item).to_numpy() - ref
             d = d[np.isfinite(d)]
             scale = d.size if stat == "agree" else scores[best].n_ratings  # a mean over items / over ratings
-            diff = float(d.sum()) / scale if d.size else 0.0
-            se = float(np.sqrt(d.size * np.var(d))) / scale if d.size > 1 else 0.0
-            dse.append(se)
-            close.append(name != BASELINE_NAME and -diff <= 2.0 * se)
+            dse.append(float(np.sqrt(d.size * np.var(d))) / scale if d.size > 1 else 0.0)
         out[f"{stat}_cv"] = [getattr(scores[n], mean) for n in table.index]
         out[f"{stat}_dse"] = dse
-        out[f"{stat}_close"] = close
-    table = table.assign(**{k: v for k, v in out.items() if not k.endswith("_close")})
-    return table.assign(labels_as_well=out[f"{LABEL_CRITERION}_close"])
+    return table.assign(**out)
 
 
 def _with_gold(table: pd.DataFrame, fits: dict[str, Fit], gold: np.ndarray) -> pd.DataFrame:
@@ -328,7 +323,7 @@ def gold_columns(
         mean = float(w @ d / total)
         se = float(np.sqrt(w @ (d - mean) ** 2) / total) if units.size > 1 else 0.0
         dse.append(se)
-        close.append(name != BASELINE_NAME and -mean <= 2.0 * se)
+        close.append(name != BASELINE_NAME and -mean <= LABEL_SE_MULTIPLE * se + _TIE)
     return table.assign(gold_accuracy=[accuracy[n] for n in table.index], gold_dse=dse, labels_as_well=close)
 
 
@@ -395,24 +390,19 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     criterion = "10-fold cross-validated elpd" if method in _MODE_METHODS else "PSIS-LOO elpd"
     models = table.drop(index=BASELINE_NAME, errors="ignore")
     text = f"{chosen}: chosen among {len(models)} candidate(s) fitted by {method}"
-    if "gold_accuracy" in models.columns or "agree_cv" in models.columns:
-        col, what = (
-            ("gold_accuracy", "accuracy on the gold items")
-            if "gold_accuracy" in models.columns
-            else ("agree_cv", "held-out rater agreement")
-        )
-        labeller = str(models[col].idxmax())
-        n_as_well = int(models["labels_as_well"].sum())
-        text += f"; {what} {models.loc[chosen, col]:.3f}"
+    if "gold_accuracy" in models.columns:
+        labeller = str(models["gold_accuracy"].idxmax())
+        text += f"; accuracy on the gold items {models.loc[chosen, 'gold_accuracy']:.3f}"
         if chosen == labeller:
             others = models.drop(index=chosen)
             if len(others):
-                nxt = str(others[col].idxmax())
-                text += f" (best; next {nxt} {models.loc[nxt, col]:.3f})"
+                nxt = str(others["gold_accuracy"].idxmax())
+                text += f" (best; next {nxt} {models.loc[nxt, 'gold_accuracy']:.3f})"
         else:
-            text += f" (best {labeller} {models.loc[labeller, col]:.3f})"
+            text += f" (best {labeller} {models.loc[labeller, 'gold_accuracy']:.3f})"
+        n_as_well = int(models["labels_as_well"].sum())
         if n_as_well > 1:
-            text += f", {n_as_well} candidates label as well: then by {criterion}"
+            text += f", {n_as_well} candidates label them as well: then by {criterion}"
         models = models[models["labels_as_well"].astype(bool)]
     else:
         text += f", by {criterion}"
@@ -426,6 +416,12 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
             f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}), "
             f"with fewer effective parameters"
         )
+    if "agree_cv" in table.columns and "gold_accuracy" not in table.columns:
+        every = table.drop(index=BASELINE_NAME, errors="ignore")
+        top = str(every["agree_cv"].idxmax())
+        text += f"; held-out rater agreement {table.loc[chosen, 'agree_cv']:.3f}"
+        if top != chosen and table.loc[top, "agree_cv"] > table.loc[chosen, "agree_cv"] + _TIE:
+            text += f" ({top} {table.loc[top, 'agree_cv']:.3f}: gold items would tell which labels better)"
     if BASELINE_NAME in table.index:
         gap = table.loc[chosen, ic] - table.loc[BASELINE_NAME, ic]
         if _baseline_matches(table, chosen):
