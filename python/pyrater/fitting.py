@@ -145,11 +145,10 @@ def fit(
     gold : dict or Series, optional
         ``model="auto"`` only: ``{item label: true category label}`` for
         items whose class you know and want the choice judged on.  The
-        candidates are fitted without them (unlike ``known``), and the
-        ones that label them as accurately as the best (paired difference
-        within twice its standard error) replace those that label as well
-        by held-out rater agreement; the rest of the rule is unchanged
-        (:mod:`pyrater.checking.choose`).
+        candidates are fitted without them (unlike ``known``), and only
+        the ones that label them as accurately as the best (paired
+        difference within twice its standard error) go on to the elpd
+        rule (:mod:`pyrater.checking.choose`).
     known : dict or Series, optional
         ``{item label: true category label}`` for items whose class is
         known; the fit conditions on them.  Every method.
