@@ -200,3 +200,132 @@ def test_auto_skips_a_family_that_refuses_the_data_and_says_why():
     assert "K >= 3" in f.model_choice.skipped["ordinal"]
     with pytest.raises(ValueError, match="no candidate could be fitted"):
         _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["ordinal"])
+
+
+# ------------------------------------------------------------------ held-out rater agreement
+def _brute_force_agreement(counts: np.ndarray, score_rest) -> np.ndarray:
+    """Per unit: remove each rating in turn, score the rest (K,), credit 1/ties when the rating is a top class."""
+    U, JK = counts.shape
+    out = np.full(U, np.nan)
+    for u in range(U):
+        if counts[u].sum() < 2:
+            continue
+        matched = 0.0
+        for col in np.flatnonzero(counts[u]):
+            rest = counts[u].copy()
+            rest[col] -= 1
+            s = score_rest(rest)
+            top = np.flatnonzero(s >= s.max())
+            matched += counts[u, col] * ((col % K3) in top) / top.size
+        out[u] = matched / counts[u].sum()
+    return out
+
+
+K3 = 3
+
+
+def _random_counts(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    J = 4
+    counts = np.zeros((25, J * K3))
+    for u in range(25):
+        for j in rng.choice(J, size=rng.integers(1, 4), replace=False):
+            counts[u, j * K3 + rng.integers(K3)] += rng.integers(1, 3)  # repeats: a rater rates an item twice
+    return counts
+
+
+def test_label_agreement_is_the_leave_one_rating_out_map_class():
+    import scipy.sparse as sp
+
+    from pyrater.checking.agreement import label_agreement
+
+    counts = _random_counts(4)
+    rng = np.random.default_rng(9)
+    pi = rng.dirichlet(np.ones(K3))
+    theta = rng.dirichlet(np.ones(K3), size=(4, K3))
+
+    def posterior(rest):  # log pi_k + sum_{j, l} n_jl log theta[j, k, l]
+        return np.log(pi) + np.einsum("jl,jkl->k", rest.reshape(4, K3), np.log(theta))
+
+    got = label_agreement(sp.csr_matrix(counts), pi, theta)
+    np.testing.assert_allclose(got, _brute_force_agreement(counts, posterior), equal_nan=True)
+    assert np.isnan(got[counts.sum(axis=1) < 2]).all() and np.isfinite(got[counts.sum(axis=1) >= 2]).all()
+
+
+def test_vote_agreement_is_the_leave_one_rating_out_majority_vote():
+    import scipy.sparse as sp
+
+    from pyrater.checking.agreement import vote_agreement
+
+    counts = _random_counts(6)
+    got = vote_agreement(sp.csr_matrix(counts), K3)
+    expected = _brute_force_agreement(counts, lambda rest: rest.reshape(4, K3).sum(axis=0))
+    np.testing.assert_allclose(got, expected, equal_nan=True)
+
+
+def test_held_out_agreement_ranks_labellers_by_accuracy():
+    """The true (pi, theta) labels better than a rival that ignores the raters' skills, and agrees more."""
+    from pyrater.checking.agreement import label_agreement
+
+    p = np.r_[np.full(6, 0.9), np.full(6, 0.4)]  # six good raters, six barely above chance (K = 3)
+    sim = pyrater.simulate("one_coin", 600, 12, n_categories=3, raters_per_item=5, p=p, seed=2)
+    flat = pyrater.models.one_coin_theta(np.full(12, 0.6), 3)  # every rater alike: a vote
+    scores, accuracy = [], []
+    for theta in (sim.theta, flat):
+        a = label_agreement(sim.data.counts, sim.pi, theta)
+        scores.append(np.nanmean(a))
+        lp = np.log(sim.pi) + np.asarray(sim.data.counts @ np.log(theta).transpose(0, 2, 1).reshape(-1, 3))
+        accuracy.append(np.mean(lp.argmax(axis=1) == sim.z))
+    assert accuracy[0] > accuracy[1] + 0.03 and scores[0] > scores[1]
+
+
+def test_auto_with_gold_judges_the_labels_on_the_gold_items():
+    p = np.r_[np.full(4, 0.95), np.full(4, 0.4)]  # four good raters, four barely above chance (K = 3)
+    sim = pyrater.simulate("one_coin", 300, 8, n_categories=3, raters_per_item=4, p=p, seed=7)
+    cats = sim.data.categories
+    gold = {sim.data.unit_labels[i]: cats[int(sim.z[i])] for i in range(0, 300, 2)}
+    before = dict(gold)
+    f = _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["one_coin", "homogeneous"], gold=gold)
+    table = f.model_choice.table
+    assert gold == before  # the user's input is not modified
+    for name in ("one_coin", "homogeneous"):
+        fit = f.model_choice.fits[name]
+        assert fit.known is None or not np.any(np.asarray(fit.known) >= 0)  # fitted without the gold labels
+        z = fit.class_probabilities().to_numpy().argmax(axis=1)
+        assert table.loc[name, "gold_accuracy"] == pytest.approx(np.mean(z[::2] == sim.z[::2]))
+    assert table.loc["one_coin", "gold_accuracy"] > table.loc["homogeneous", "gold_accuracy"] + 0.05
+    assert f.model.name == "one_coin" and "accuracy on the gold items" in f.model_choice.reason
+    assert not table.loc["homogeneous", "labels_as_well"]
+
+
+def test_auto_gold_is_checked():
+    sim = pyrater.simulate("dawid_skene", 30, 3, n_categories=2, seed=1)
+    with pytest.raises(ValueError, match="gold is used by model='auto' only"):
+        pyrater.fit(sim.data, "dawid_skene", method="em", gold={sim.data.unit_labels[0]: sim.data.categories[0]})
+    with pytest.raises(ValueError, match="gold is empty"):
+        pyrater.fit(sim.data, "auto", gold={})
+    with pytest.raises(ValueError, match="item"):
+        pyrater.fit(sim.data, "auto", gold={"no such item": sim.data.categories[0]})
+
+
+def test_pointwise_information_averages_to_the_raters_mutual_information():
+    """Hard labels: the count-weighted mean is sum_j (n_j / n) I_j, each I_j from its own contingency table."""
+    from scipy.stats.contingency import crosstab
+
+    from pyrater.checking.agreement import pointwise_information
+
+    rng = np.random.default_rng(3)
+    J, R = 5, 400
+    col = rng.integers(0, J, size=R) * K3 + rng.integers(0, K3, size=R)
+    label_code = np.where(rng.random(R) < 0.6, col % K3, rng.integers(0, K3, size=R))  # labels that track the ratings
+    label = np.eye(K3)[label_code]
+    pmi = pointwise_information(col, np.ones(R), label, K3, J)
+    expected = 0.0
+    for j in range(J):
+        mine = col // K3 == j
+        table = crosstab(label_code[mine], col[mine] % K3).count.astype(float)
+        p = table / table.sum()
+        outer = p.sum(axis=1, keepdims=True) * p.sum(axis=0, keepdims=True)
+        expected += mine.sum() / R * np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1) / outer), 0.0))
+    assert pmi.mean() == pytest.approx(expected, rel=1e-12)
+    assert expected > 0.05

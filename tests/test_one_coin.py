@@ -22,6 +22,7 @@ from pyrater.inference.gibbs import gibbs
 from pyrater.inference.gibbs.priors import conjugate_prior, log_prior_density
 from pyrater.models import one_coin_theta
 from pyrater.models.kernels import class_log_posterior
+from pyrater.models.one_coin import default_accuracy_prior
 from test_fitfile import assert_same_fit
 
 K = 3
@@ -65,12 +66,17 @@ def test_default_and_object_priors_drive_the_simulator():
     sim = pyrater.simulate("one_coin", 30, 500, n_categories=K, raters_per_item=2, seed=1)
     p = sim.params["p"]
     assert p.shape == (500,)
-    # rater's default Beta(4.8, 3.2): mean 0.6, sd 0.16
-    assert abs(p.mean() - 0.6) < 4 * 0.16 / np.sqrt(500)
+    # the default Beta(4 (1 + 1/K), 4 (1 - 1/K)): mean (1 + 1/K) / 2, weight 8
+    b1, b2 = default_accuracy_prior(K)
+    mean = 0.5 * (1 + 1 / K)
+    assert (b1, b2) == pytest.approx((8 * mean, 8 * (1 - mean)))
+    assert abs(p.mean() - mean) < 4 * stats.beta.std(b1, b2) / np.sqrt(500)
     sharp = pyrater.simulate(OneCoinDawidSkene(beta1=1000, beta2=1), 30, 6, n_categories=K, seed=1)
     assert np.all(sharp.params["p"] > 0.97)
-    assert OneCoinDawidSkene().priors(K, 4)["beta1"] == pytest.approx(4.8)
-    assert OneCoinDawidSkene().priors(K, 4)["beta2"] == pytest.approx(3.2)
+    assert OneCoinDawidSkene().priors(K, 4)["beta1"] == pytest.approx(b1)
+    assert OneCoinDawidSkene().priors(K, 4)["beta2"] == pytest.approx(b2)
+    assert default_accuracy_prior(2) == pytest.approx((6.0, 2.0))
+    assert default_accuracy_prior(5) == pytest.approx((4.8, 3.2))
     assert OneCoinDawidSkene().priors(K, 4)["alpha"].tolist() == [3.0, 3.0, 3.0]
 
 
@@ -226,7 +232,9 @@ def test_gibbs_draws_log_lik_and_lp_are_the_models():
     for s in (0, 17, pi.shape[0] - 1):
         _, ref = class_log_posterior(sim.data.counts, np.log(pi[s]), np.log(theta[s]))
         np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
-        log_prior = stats.dirichlet.logpdf(pi[s], prior.alpha) + stats.beta.logpdf(p[s], 4.8, 3.2).sum()
+        log_prior = (
+            stats.dirichlet.logpdf(pi[s], prior.alpha) + stats.beta.logpdf(p[s], *default_accuracy_prior(K)).sum()
+        )
         np.testing.assert_allclose(lp[s], ref.sum() + log_prior, rtol=1e-10)
         assert log_prior_density(prior, pi[s], theta[s], p[s]) == pytest.approx(log_prior, rel=1e-12)
 
@@ -282,7 +290,7 @@ def _check_fit_api(f, sim, tmp_path, mcmc: bool) -> None:
     np.testing.assert_allclose(probs.sum(axis=1), 1, atol=1e-9)
     assert (f.point_estimate("z").to_numpy() == sim.data.categories[sim.z]).mean() > 0.8
     s = f.summary()
-    assert s.model == "One-coin Dawid-Skene" and float(s.priors["beta1"]) == pytest.approx(4.8)
+    assert s.model == "One-coin Dawid-Skene" and float(s.priors["beta1"]) == pytest.approx(default_accuracy_prior(K)[0])
     assert "One-coin Dawid-Skene" in str(s)
     idata = f.to_inference_data()
     post = pyrater._arviz.group(idata, "posterior")
@@ -354,3 +362,29 @@ def _check_compare(f, ds) -> None:
     best = max(elpd, key=elpd.get)
     for name in table.index:
         assert table.loc[name, "elpd_diff"] == pytest.approx(elpd[name] - elpd[best])
+
+
+# ------------------------------------------------------------------ the collapsed mode
+def _leaning_raters(seed: int) -> pyrater.Simulation:
+    """K = 2, 300 items, 100 raters x 15 ratings; half lean to class 0 (0.95 / 0.55), half to class 1."""
+    theta = np.array([[[0.95, 0.05], [0.45, 0.55]], [[0.55, 0.45], [0.05, 0.95]]])[np.arange(100) % 2]
+    return pyrater.simulate(
+        "dawid_skene", 300, 100, n_categories=2, raters_per_item=5, theta=theta, pi=[0.55, 0.45], seed=seed
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_default_prior_does_not_collapse_the_classes_at_k2(seed):
+    """At K = 2 the former default Beta(4.8, 3.2) (mean 0.6, where the collapsed mode puts the accuracies)
+    made "every item in one class" the posterior mode on data with leaning raters (as on the snow_temp gold set);
+    the default halfway between chance and certainty keeps the mode that labels the items."""
+    sim = _leaning_raters(seed)
+    z = np.asarray(sim.z)
+
+    def labelled(fit) -> float:
+        return float(np.mean(fit.class_probabilities().to_numpy().argmax(axis=1) == z))
+
+    old = em(sim.data, OneCoinDawidSkene(beta1=4.8, beta2=3.2), method="map", seed=1)
+    new = em(sim.data, "one_coin", method="map", seed=1)
+    assert float(old.point_estimate("pi").max()) > 0.85 and labelled(old) < 0.7  # collapsed
+    assert float(new.point_estimate("pi").max()) < 0.7 and labelled(new) > 0.8

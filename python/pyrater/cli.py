@@ -723,7 +723,7 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
         "error-matrix row (class_conditional, one_coin: beta1; mace: beta1, a competent rating); default 4.8 "
-        "(mace: 1)",
+        "(one_coin: 4 (1 + 1/K); mace: 1)",
     )
     pri.add_argument(
         "--beta-off",
@@ -731,8 +731,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
         "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional, one_coin: beta2 of "
-        "p ~ Beta(beta1, beta2), default 3.2; mace: beta2 (a spam rating) of competence ~ Beta(beta1, beta2), "
-        "default 1",
+        "p ~ Beta(beta1, beta2), default 3.2 (one_coin: 4 (1 - 1/K)); mace: beta2 (a spam rating) of "
+        "competence ~ Beta(beta1, beta2), default 1",
     )
     pri.add_argument(
         "--priors",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from ._validation import check_int, check_memory, memory_limit, resolve_seed
@@ -68,6 +69,7 @@ def fit(
     *,
     candidates: Sequence[str | Model] | None = None,
     known: dict | pd.Series | None = None,
+    gold: dict | pd.Series | None = None,
     seed: int | None = None,
     progress: bool = True,
     engine: str | None = None,
@@ -143,6 +145,13 @@ def fit(
         (Dawid-Skene's default for K >= 5), whose mode does not exist, is
         fitted at its mode on the log-odds scale: every pseudo-count + 1
         (said in ``fit.model_choice.skipped``).
+    gold : dict or Series, optional
+        ``model="auto"`` only: ``{item label: true category label}`` for
+        items whose class you know and want the choice judged on.  The
+        candidates are fitted without them (unlike ``known``), and only
+        the ones that label them as accurately as the best (paired
+        difference within twice its standard error) go on to the elpd
+        rule (:mod:`pyrater.checking.choose`).
     known : dict or Series, optional
         ``{item label: true category label}`` for items whose class is
         known; the fit conditions on them.  Every method.
@@ -211,6 +220,7 @@ def fit(
             data_format,
             candidates=candidates,
             known=known,
+            gold=gold,
             seed=seed,
             progress=progress,
             options={
@@ -229,6 +239,10 @@ def fit(
         )
     if candidates is not None:
         raise ValueError("candidates is used by model='auto' only")
+    if gold is not None:
+        raise ValueError(
+            "gold is used by model='auto' only (to judge its choice); to condition a fit on known classes, pass known="
+        )
     if method is None:
         method = "mcmc"
     if method not in METHODS:
@@ -337,6 +351,7 @@ def _fit_auto(
     *,
     candidates: Sequence[str | Model] | None,
     known: Any,
+    gold: Any,
     seed: int | None,
     progress: bool,
     options: dict[str, Any],
@@ -359,6 +374,9 @@ def _fit_auto(
         )
     data = as_rating_data(data, data_format, **data_options)
     data.known_codes(known)  # bad known items: an error now
+    gold_codes = data.known_codes(gold)  # bad gold items too
+    if gold_codes is not None and not np.any(gold_codes >= 0):
+        raise ValueError("gold is empty: give {item label: true category label} for at least one item")
     seed = resolve_seed(seed)
     given = {k: v for k, v in options.items() if v is not None}
 
@@ -371,6 +389,7 @@ def _fit_auto(
         method,
         fit_one,
         has_known=known is not None and len(known) > 0,
+        gold=gold_codes,
         seed=seed,
         progress=progress,
     )

@@ -1,26 +1,34 @@
 """``pyrater.fit(data, "auto")``: fit the candidate families, compare them, return the best.
 
-The data choose among the model families by the expected log predictive
-density of a new item's ratings (:func:`pyrater.compare`): every candidate is
-fitted by the same method, point fits (EM, Stan's optimiser) are scored by
-10-fold cross-validation over items on one shared split, draws-based fits
-(Gibbs, NUTS) by PSIS-LOO.  The rule:
+Every candidate is fitted by the same method and scored from the ratings
+alone (:func:`pyrater.compare`): point fits (EM, Stan's optimiser) by 10-fold
+cross-validation over items on one shared split, draws-based fits (Gibbs,
+NUTS) by PSIS-LOO.  The rule:
 
-1. rank the candidates by elpd;
+1. rank the candidates by elpd, the expected log predictive density of a
+   new item's ratings;
 2. among the candidates whose elpd is not separated from the best one's
-   (``equivalent`` in the table: a difference below 4 or below twice its
-   standard error), take the one with the fewest effective parameters
+   (``equivalent``: a difference below 4 or below twice its standard error,
+   paired by item), take the one with the fewest effective parameters
    (``p_loo`` / ``p_kfold``): equally predictive, simpler;
 3. add the vote model, majority vote's predictive counterpart that ignores
    who rated (:mod:`pyrater.checking.vote_model`), as a baseline row; when
    the chosen model does not predict clearly better than it, say so (in the
-   reason and as a warning): modelling the raters then buys nothing the data
-   can show, and majority vote may serve as well.
+   reason and as a warning).
 
-The most predictive model is not always the one that labels the most items
-right (a model can predict the ratings better by learning each rater's
-biases); elpd is what the ratings alone can measure, and the table shows the
-candidates' agreement with majority vote (``agree_mv``) beside it.
+With the user's gold items (``gold=``), the labels are judged first: the
+candidates whose accuracy on the gold items is not separated from the best
+one's (within twice the standard error of the paired difference;
+``labels_as_well``) go on to steps 1-2, the others are dropped.
+
+For point fits the table also shows what the ratings say about the labels
+(:mod:`pyrater.checking.agreement`): ``agree_cv``, how often the class
+inferred from an item's other ratings matches a held-out rating, and
+``info_cv``, the information between the two given the rater.  They are
+diagnostics, not the rule: the benchmark on real data
+(``bench/RESULTS_realdata_auto.md``) shows them mislead where raters share
+a leaning, and the guide says why.  ``agree_mv`` is each candidate's
+agreement with the full-data majority vote.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from ..data.ratings import RatingData
 from ..fits.base import Fit
 from ..models import Model, get_model, model_names
 from ..models.base import mode_priors as _mode_priors
+from .agreement import held_out_agreement, vote_held_out_agreement
 from .compare import BASELINE_NAME, compare, equivalent_to_best
 from .vote_model import category_counts
 
@@ -45,6 +54,12 @@ __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
 
 #: methods ``fit(data, "auto", method=...)`` can fit every candidate by (the default: EM)
 AUTO_METHODS = ("em", "gibbs", "mcmc", "optimize")
+#: with gold items, a candidate labels as well as the best when its accuracy on them is below the best's by at
+#: most this many standard errors of the paired difference
+LABEL_SE_MULTIPLE = 2.0
+#: differences this small are ties (two candidates with the same labels, e.g. Dawid-Skene and class-conditional
+#: at K = 2)
+_TIE = 1e-9
 #: methods whose fits are posterior modes (scored by K-fold)
 _MODE_METHODS = ("em", "optimize")
 
@@ -62,9 +77,13 @@ class ModelChoice:
         ``fit.summary()``).
     table : DataFrame
         :func:`pyrater.compare`'s table over the candidates and the
-        majority-vote baseline (when there is one), with a column
-        ``agree_mv``: the share of items whose most probable class is a
-        majority-vote class.
+        majority-vote baseline (when there is one), with the columns
+        ``agree_cv`` and ``info_cv`` (held-out rater agreement and
+        information, point fits; diagnostics), ``agree_dse`` and
+        ``info_dse`` (standard errors of their paired differences from the
+        best candidate's), with ``gold=`` ``gold_accuracy``, ``gold_dse``
+        and ``labels_as_well``, and ``agree_mv`` (the share of items whose
+        most probable class is a majority-vote class).
     fits : dict
         ``{name: fit}`` of every candidate fitted.
     skipped : dict
@@ -148,8 +167,13 @@ def choose_model(
     has_known: bool,
     seed: int,
     progress: bool,
+    gold: np.ndarray | None = None,
 ) -> tuple[Fit, ModelChoice]:
     """Fit each candidate with ``fit_one(model, method)``, compare, choose (see the module's rule).
+
+    ``gold`` (units,) holds the true class code of the user's gold units
+    (-1 elsewhere): accuracy on them, not held-out agreement, then says
+    which candidates label as well as the best.
 
     Returns the chosen fit (with ``model_choice`` set) and the :class:`ModelChoice`.
     """
@@ -175,6 +199,7 @@ def choose_model(
         only = next(iter(fits))
         table = pd.DataFrame({"rank": [0]}, index=pd.Index([only]))
         reason = f"{only}: the only candidate that could be fitted (known items: no majority-vote baseline)"
+        chosen = only
     else:
         from .kfold import DEFAULT_FOLDS, kfold
 
@@ -184,9 +209,13 @@ def choose_model(
                 if not f.has_draws:  # scored here so the progress setting holds; compare uses the result
                     kfold(f, DEFAULT_FOLDS, seed=seed, progress=progress)
             table = compare(fits, seed=seed, baseline=baseline, progress=progress)
+        if method in _MODE_METHODS:
+            table = _with_held_out_agreement(table, fits)
+        if gold is not None:
+            table = _with_gold(table, fits, gold)
         table = _with_agreement(table, fits)
-        reason = _reason(table, method)
-    chosen = _pick(table)
+        chosen = _pick(table, _pointwise(fits))
+        reason = _reason(table, method, chosen)
     choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped)
     best = fits[chosen]
     best.__dict__["_model_choice"] = choice
@@ -200,6 +229,78 @@ def choose_model(
     return best, choice
 
 
+def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
+    """The table with ``agree_cv``, ``info_cv`` and the standard errors of their paired differences from the best."""
+    scores = {
+        name: vote_held_out_agreement(next(iter(fits.values())).data)
+        if name == BASELINE_NAME
+        else held_out_agreement(fits[name])
+        for name in table.index
+    }
+    models = [n for n in table.index if n != BASELINE_NAME]
+    out = {}
+    for stat, per_item, mean in (("agree", "a_i", "agreement"), ("info", "info_i", "information")):
+        best = max(models, key=lambda n: getattr(scores[n], mean))
+        ref = getattr(scores[best], per_item).to_numpy()
+        dse = []
+        for name in table.index:
+            d = getattr(scores[name], per_item).to_numpy() - ref
+            d = d[np.isfinite(d)]
+            scale = d.size if stat == "agree" else scores[best].n_ratings  # a mean over items / over ratings
+            dse.append(float(np.sqrt(d.size * np.var(d))) / scale if d.size > 1 else 0.0)
+        out[f"{stat}_cv"] = [getattr(scores[n], mean) for n in table.index]
+        out[f"{stat}_dse"] = dse
+    return table.assign(**out)
+
+
+def _with_gold(table: pd.DataFrame, fits: dict[str, Fit], gold: np.ndarray) -> pd.DataFrame:
+    """The table with ``gold_accuracy``, ``gold_dse`` and ``labels_as_well`` judged on the user's gold units."""
+    data = next(iter(fits.values())).data
+    scores = {
+        name: category_counts(data) if name == BASELINE_NAME else fits[name].class_probabilities().to_numpy()
+        for name in table.index
+    }
+    return gold_columns(table, scores, gold, np.asarray(data.weight, dtype=float))
+
+
+def gold_columns(
+    table: pd.DataFrame, scores: dict[str, np.ndarray], gold: np.ndarray, weight: np.ndarray
+) -> pd.DataFrame:
+    """``table`` with ``gold_accuracy``, ``gold_dse`` and ``labels_as_well`` from per-unit class scores.
+
+    Parameters
+    ----------
+    table : DataFrame
+        The comparison table (a row per candidate, and the baseline's).
+    scores : dict
+        ``{row name: (units, K) array}``: class probabilities (the baseline: its vote counts); a unit's
+        label is its highest score, ties sharing the credit.
+    gold : array, shape (units,)
+        True class codes of the gold units, -1 elsewhere.
+    weight : array, shape (units,)
+        Items per unit.
+    """
+    units = np.flatnonzero(gold >= 0)
+    w = weight[units]
+    hits = {}
+    for name in table.index:
+        score = scores[name][units]
+        top = score >= score.max(axis=1, keepdims=True)
+        hits[name] = top[np.arange(units.size), gold[units]] / top.sum(axis=1)
+    total = w.sum()
+    accuracy = {n: float(w @ h / total) for n, h in hits.items()}
+    models = [n for n in table.index if n != BASELINE_NAME]
+    best = max(models, key=accuracy.__getitem__)
+    dse, close = [], []
+    for name in table.index:
+        d = hits[name] - hits[best]
+        mean = float(w @ d / total)
+        se = float(np.sqrt(w @ (d - mean) ** 2) / total) if units.size > 1 else 0.0
+        dse.append(se)
+        close.append(name != BASELINE_NAME and -mean <= LABEL_SE_MULTIPLE * se + _TIE)
+    return table.assign(gold_accuracy=[accuracy[n] for n in table.index], gold_dse=dse, labels_as_well=close)
+
+
 def _with_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:
     agree = [1.0 if name == BASELINE_NAME else _agree_mv(fits[name]) for name in table.index]
     return table.assign(agree_mv=agree)
@@ -209,25 +310,41 @@ def _ic(table: pd.DataFrame) -> str:
     return next(c for c in table.columns if c.startswith("elpd_") and c != "elpd_diff")
 
 
-def _pick(table: pd.DataFrame) -> str:
-    """The simplest model (smallest p) among the candidates equivalent to the best candidate."""
+def _pointwise(fits: dict[str, Fit]) -> dict[str, np.ndarray]:
+    """Each fit's per-item elpd (its K-fold or PSIS-LOO result, as :func:`pyrater.compare` left it)."""
+    out = {}
+    for name, f in fits.items():
+        res = f.__dict__.get("_kfold_result") or f.__dict__.get("_loo_result")
+        if res is not None and getattr(res, "method", None) != "subsample":
+            out[name] = res.elpd_i.to_numpy()
+    return out
+
+
+def _pick(table: pd.DataFrame, pointwise: dict[str, np.ndarray] | None = None) -> str:
+    """The module's rule: the candidates that label as well as the best; of them the simplest of the most predictive."""
     models = table.drop(index=BASELINE_NAME, errors="ignore")
+    if "labels_as_well" in models.columns:
+        models = models[models["labels_as_well"].astype(bool)]
     ic = _ic(models)
-    best = models[ic].idxmax()
+    best = str(models[ic].idxmax())
     if "equivalent" not in models.columns:
-        return str(best)
-    ref = float(models.loc[best, ic])
+        return best
     pcol = "p_" + ic.removeprefix("elpd_")
-    tied = [n for n in models.index if n == best or _close(ref, models, n, best)]
+    tied = [n for n in models.index if n == best or _close(table, n, best, pointwise)]
     return str(min(tied, key=lambda n: (float(models.loc[n, pcol]), -float(models.loc[n, ic]))))
 
 
-def _close(ref: float, models: pd.DataFrame, name: str, best: str) -> bool:
-    """Whether ``name`` is equivalent to the best candidate (the rule of the table, against the best candidate)."""
-    ic = _ic(models)
-    diff = float(models.loc[name, ic]) - ref
-    # the table's dse is against its top row; when the baseline is not on top that row is the best candidate
-    dse = float(models.loc[name, "dse"]) if models.index[0] == best else 0.0
+def _close(table: pd.DataFrame, name: str, best: str, pointwise: dict[str, np.ndarray] | None) -> bool:
+    """Whether ``name``'s elpd is not separated from ``best``'s (:func:`equivalent_to_best`, paired by item)."""
+    ic = _ic(table)
+    diff = float(table.loc[name, ic] - table.loc[best, ic])
+    if not np.isfinite(diff):  # a held-out item impossible under one of them (elpd -inf)
+        return False
+    if pointwise is not None and name in pointwise and best in pointwise:
+        d = pointwise[name] - pointwise[best]
+        dse = float(np.sqrt(d.size * np.var(d)))
+    else:  # the table's dse is against its top row; otherwise the rule's absolute part alone
+        dse = float(table.loc[name, "dse"]) if table.index[0] == best else 0.0
     return equivalent_to_best(diff, dse)
 
 
@@ -242,28 +359,58 @@ def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
     return equivalent_to_best(diff, dse)
 
 
-def _reason(table: pd.DataFrame, method: str) -> str:
+def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     ic = _ic(table)
     criterion = "10-fold cross-validated elpd" if method in _MODE_METHODS else "PSIS-LOO elpd"
     models = table.drop(index=BASELINE_NAME, errors="ignore")
-    chosen = _pick(table)
+    text = f"{chosen}: chosen among {len(models)} candidate(s) fitted by {method}"
+    if "gold_accuracy" in models.columns:
+        labeller = str(models["gold_accuracy"].idxmax())
+        text += f"; accuracy on the gold items {models.loc[chosen, 'gold_accuracy']:.3f}"
+        if chosen == labeller:
+            others = models.drop(index=chosen)
+            if len(others):
+                nxt = str(others["gold_accuracy"].idxmax())
+                text += f" (best; next {nxt} {models.loc[nxt, 'gold_accuracy']:.3f})"
+        else:
+            text += f" (best {labeller} {models.loc[labeller, 'gold_accuracy']:.3f})"
+        n_as_well = int(models["labels_as_well"].sum())
+        if n_as_well > 1:
+            text += f", {n_as_well} candidates label them as well: then by {criterion}"
+        models = models[models["labels_as_well"].astype(bool)]
+    else:
+        text += f", by {criterion}"
     best = str(models[ic].idxmax())
-    text = f"{chosen}: chosen by {criterion} among {len(models)} candidate(s) fitted by {method}"
     if chosen == best:
-        text += f" (elpd {models.loc[chosen, ic]:.1f})"
+        text += f" (elpd {models.loc[chosen, ic]:.1f}"
         rest = [n for n in models.index if n != best]
-        if rest:
-            nxt = rest[0]
-            text += f"; next {nxt} at {models.loc[nxt, ic] - models.loc[best, ic]:+.1f}"
+        text += f"; next {rest[0]} at {models.loc[rest[0], ic] - models.loc[best, ic]:+.1f})" if rest else ")"
     else:
         text += (
             f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}), "
             f"with fewer effective parameters"
         )
+    if "agree_cv" in table.columns and "gold_accuracy" not in table.columns:
+        every = table.drop(index=BASELINE_NAME, errors="ignore")
+        top = str(every["agree_cv"].idxmax())
+        text += f"; held-out rater agreement {table.loc[chosen, 'agree_cv']:.3f}"
+        if top != chosen and table.loc[top, "agree_cv"] > table.loc[chosen, "agree_cv"] + _TIE:
+            text += f" ({top} {table.loc[top, 'agree_cv']:.3f}: gold items would tell which labels better)"
     if BASELINE_NAME in table.index:
         gap = table.loc[chosen, ic] - table.loc[BASELINE_NAME, ic]
         if _baseline_matches(table, chosen):
             text += f"; majority vote's vote model predicts as well ({gap:+.1f}): consider majority vote"
         else:
             text += f"; {gap:+.1f} over majority vote's vote model"
+        if "gold_accuracy" in table.columns:
+            if table.loc[BASELINE_NAME, "gold_accuracy"] >= table.loc[chosen, "gold_accuracy"]:
+                text += (
+                    f"; majority vote labels the gold items as accurately "
+                    f"({table.loc[BASELINE_NAME, 'gold_accuracy']:.3f}): consider majority vote"
+                )
+        elif "agree_cv" in table.columns and table.loc[BASELINE_NAME, "agree_cv"] >= table.loc[chosen, "agree_cv"]:
+            text += (
+                f"; majority vote agrees with held-out ratings as often ({table.loc[BASELINE_NAME, 'agree_cv']:.3f}):"
+                " consider majority vote"
+            )
     return text

@@ -181,12 +181,14 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
     unit_of_item = np.repeat(np.arange(data.n_units), weight)
     fold = fold_of_items(n_items, k, seed)
     elpd_i = np.empty(n_items)
+    params = []
     show = True if progress is None else bool(progress)
     with progress_bar(show, k, "k-fold", unit="fold") as bar:
         for f in range(k):
             out = np.flatnonzero(fold == f)
             held = np.bincount(unit_of_item[out], minlength=data.n_units)
             pi, theta = _refit(fit, _training_data(data, held), seed + f)
+            params.append((pi, theta))
             units = np.unique(unit_of_item[out])
             ll = _unit_log_lik(fit, pi, theta, units)
             elpd_i[out] = ll[np.searchsorted(units, unit_of_item[out])]
@@ -216,4 +218,6 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
         n_subsample=n_items,
     )
     fit.__dict__["_kfold_result"] = result  # pyrater.compare uses it
+    # the refits' estimates on this split: held-out rater agreement (pyrater.checking.agreement) reuses them
+    fit.__dict__["_kfold_params"] = {"k": k, "seed": seed, "fold": fold, "params": params}
     return result

@@ -17,7 +17,6 @@ import numpy as np
 
 from .base import (
     PRIOR_N,
-    PRIOR_P,
     ModelFamily,
     interior,
     numeric_array,
@@ -35,11 +34,30 @@ from .simulate import (
     _start,
 )
 
-__all__ = ["OneCoinDawidSkene", "simulate_one_coin", "one_coin_theta"]
+__all__ = ["OneCoinDawidSkene", "simulate_one_coin", "one_coin_theta", "default_accuracy_prior"]
 
-#: rater's default Beta prior on an accuracy: mean 0.6, weight 8 (as the class-conditional model's)
-DEFAULT_BETA1 = PRIOR_N * PRIOR_P
-DEFAULT_BETA2 = PRIOR_N * (1 - PRIOR_P)
+
+def default_accuracy_prior(K: int) -> tuple[float, float]:
+    """The default Beta prior ``(beta1, beta2)`` on an accuracy at K categories.
+
+    Mean ``(1 + 1/K) / 2``, halfway between chance (``1/K``) and certainty,
+    weight ``beta1 + beta2 = 8`` (the weight of the class-conditional
+    model's default): Beta(6, 2) at K = 2, Beta(4.8, 3.2) at K = 5.
+
+    Why not the class-conditional model's mean 0.6 at every K: at K = 2 an
+    accuracy of 0.6 is barely above chance, and it is where the accuracies
+    of the collapsed mode sit -- every item in one class, each rater's
+    "accuracy" its share of ratings of that class (about the class's
+    prevalence).  A prior centred there can make that mode the posterior
+    mode when the likelihood prefers the mode that labels the items (on the
+    snow_temp gold set, 462 items, 76 raters: log posterior -2225.5 for the
+    collapsed mode, which labels 56% of the gold items right, against
+    -2267.4 for the labelling mode at 94%, whose log-likelihood is 22 nats
+    higher).
+    """
+    K = int(K)
+    mean = 0.5 * (1.0 + 1.0 / K)
+    return PRIOR_N * mean, PRIOR_N * (1.0 - mean)
 
 
 def positive_scalar(name: str, value: Any, default: float) -> np.ndarray:
@@ -65,8 +83,9 @@ class OneCoinDawidSkene(ModelFamily):
     alpha : array (K,) or scalar, optional
         Dirichlet prior on the prevalence ``pi`` (default 3 per class).
     beta1, beta2 : scalar, optional
-        Beta prior on the accuracies (default 4.8 and 3.2: mean 0.6, weight 8,
-        as the class-conditional model's).
+        Beta prior on the accuracies (default :func:`default_accuracy_prior`:
+        mean ``(1 + 1/K) / 2``, halfway between chance and certainty, weight 8;
+        Beta(6, 2) at K = 2, Beta(4.8, 3.2) at K = 5).
 
     Notes
     -----
@@ -93,10 +112,11 @@ class OneCoinDawidSkene(ModelFamily):
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters: ``alpha`` (K,), ``beta1`` and ``beta2`` 0-d arrays."""
+        b1, b2 = default_accuracy_prior(K)
         return {
             "alpha": resolve_alpha(self.alpha, K),
-            "beta1": positive_scalar("beta1", self.beta1, DEFAULT_BETA1),
-            "beta2": positive_scalar("beta2", self.beta2, DEFAULT_BETA2),
+            "beta1": positive_scalar("beta1", self.beta1, b1),
+            "beta2": positive_scalar("beta2", self.beta2, b2),
         }
 
     def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, np.ndarray]:
@@ -169,7 +189,7 @@ def simulate_one_coin(
         Accuracies in [0, 1]; a scalar is used for every rater.
         Default: ``p[j] ~ Beta(beta1, beta2)``.
     beta1, beta2 : float, optional
-        Beta prior for drawing ``p`` (default rater's: 4.8 and 3.2).
+        Beta prior for drawing ``p`` (default: the model's, :func:`default_accuracy_prior`).
 
     Returns
     -------
@@ -185,8 +205,9 @@ def simulate_one_coin(
     I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
     K = _infer_k(n_categories, {"pi": pi, "categories": categories})
     _check_categories(categories, K)
-    b1 = positive_scalar("beta1", beta1, DEFAULT_BETA1)
-    b2 = positive_scalar("beta2", beta2, DEFAULT_BETA2)
+    d1, d2 = default_accuracy_prior(K)
+    b1 = positive_scalar("beta1", beta1, d1)
+    b2 = positive_scalar("beta2", beta2, d2)
     if p is not None:
         p = numeric_array("p", p, [(J,), ()], f"(J,) = ({J},) or a scalar")
         if np.any((p < 0) | (p > 1)):
