@@ -46,7 +46,7 @@ numba (the default from 500,000 stored counts on, when numba imports and K <= 8)
     :mod:`pyrater.inference.em.kernel` computes each unit's log joint, its log-sum-exp,
     class probabilities and log-likelihood, and scatters ``w_i T[i, k]``
     into the expected counts while the unit's entries are still in cache.
-    The M-step maths below (:func:`_m_step_from_counts`) is shared with the
+    The M-step maths (:func:`pyrater.inference.em.steps.m_step_from_counts`) is shared with the
     scipy path; the class probabilities are written only at the final
     estimate.  Below the size threshold, loading numba and the cached
     kernels (about 0.25 s once per process; compiling them the first time
