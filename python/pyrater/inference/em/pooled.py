@@ -127,29 +127,14 @@ def pooled_hyper_mode_rows(theta, m, s, beta, a, b, max_iter):  # pragma: no cov
     Gamma prior on ``s``.  Each step raises the conditional density (never lowers it).
     """
     J, K = theta.shape[0], theta.shape[1]
-    T = np.empty(K)
-    x = np.empty(K)
+    T = np.empty((K, K))  # T[k, l] = sum_j log theta[j, k, l]
     for k in range(K):
         for l in range(K):
             t = 0.0
             for j in range(J):
                 t += math.log(max(theta[j, k, l], 1e-300))
-            T[l] = t
-        x[0] = math.log(max(s[k], 1e-300))
-        ref = math.log(max(m[k, K - 1], 1e-300))
-        for l in range(K - 1):
-            x[1 + l] = math.log(max(m[k, l], 1e-300)) - ref
-        _newton(x, J, K, T, beta[k], a, b, max_iter)
-        mx = 0.0
-        for l in range(K - 1):
-            mx = max(mx, x[1 + l])
-        tot = math.exp(-mx)
-        for l in range(K - 1):
-            tot += math.exp(x[1 + l] - mx)
-        for l in range(K - 1):
-            m[k, l] = math.exp(x[1 + l] - mx) / tot
-        m[k, K - 1] = math.exp(-mx) / tot
-        s[k] = math.exp(x[0])
+            T[k, l] = t
+    hyper_mode_from_sums(T, float(J), m, s, beta, a, b, max_iter)
 
 
 @numba.njit(cache=True, nogil=True)

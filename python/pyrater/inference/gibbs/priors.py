@@ -224,25 +224,19 @@ def log_prior_density(
     lead = pi.shape[:n]
     flat_pi = pi.reshape(-1, pi.shape[-1])
     S = flat_pi.shape[0]
-    if prior.kind == "community":  # p: the kernel's (..., L*K + L + 1 + J, max(K, L)) state
-        assert p is not None, "the community model's prior density needs m, s and rho"
+    # the families with hyperparameters: p is the kernel's state (pooled: (..., K + 1, K) of m and s;
+    # community: (..., L*K + L + 1 + J, max(K, L)) of m, s, rho and the communities)
+    hyper = {"pooled": (_log_prior_pooled, "m and s"), "community": (_log_prior_community, "m, s and rho")}
+    if prior.kind in hyper:
+        density, needs = hyper[prior.kind]
+        assert p is not None, f"the {prior.kind} model's prior density needs {needs}"
         per = int(np.prod(theta.shape[n:]))
         th = theta.reshape(S, *theta.shape[n:])
         hy = p.reshape(S, *p.shape[n:])
         step = max(1, max_block // max(1, per))
         out = np.empty(S)
         for a in range(0, S, step):
-            out[a : a + step] = _log_prior_community(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
-        return out.reshape(lead)
-    if prior.kind == "pooled":  # p: the kernel's (..., K + 1, K) of m and s
-        assert p is not None, "the pooled model's prior density needs m and s"
-        per = int(np.prod(theta.shape[n:]))
-        th = theta.reshape(S, *theta.shape[n:])
-        hy = p.reshape(S, *p.shape[n:])
-        step = max(1, max_block // max(1, per))
-        out = np.empty(S)
-        for a in range(0, S, step):
-            out[a : a + step] = _log_prior_pooled(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
+            out[a : a + step] = density(prior, flat_pi[a : a + step], th[a : a + step], hy[a : a + step])
         return out.reshape(lead)
     if prior.kind in ("dawid_skene", "homogeneous"):
         per = int(np.prod(theta.shape[n:]))
