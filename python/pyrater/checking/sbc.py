@@ -362,7 +362,8 @@ def run_sbc(
             raise ValueError(f"the {fitted.title} fit draws no parameter with a true value in the simulation")
         ranks = sbc_ranks(draws, truth, thin, np.random.default_rng(rank_seed))
         rows.append(ranks)
-        n_kept = next(iter(draws.values())).shape[0] * len(range(0, next(iter(draws.values())).shape[1], thin))
+        chains, kept_per_chain = draws["pi"].shape[0], len(range(0, draws["pi"].shape[1], thin))
+        n_kept = chains * kept_per_chain
         if n_kept != n_draws:
             raise RuntimeError(f"the fit kept {n_kept} draws after thinning, expected {n_draws}")
     ranks_frame = pd.DataFrame(rows, index=pd.RangeIndex(n_sims, name="replicate"))
