@@ -303,7 +303,8 @@ def test_stan_data_layout():
     co = stan_data(data, "community")
     assert co["L"] == 3 and co["beta"].shape == (2, 2) and float(co["rho_alpha"]) == 2.0
     oc = stan_data(data, "one_coin")
-    assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 4.8 and float(oc["beta2"]) == pytest.approx(3.2)
+    # one-coin's default at K = 2: Beta(4 (1 + 1/K), 4 (1 - 1/K)) = Beta(6, 2), halfway between chance and certainty
+    assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 6.0 and float(oc["beta2"]) == pytest.approx(2.0)
     ma = stan_data(data, "mace")
     assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 1.0 and float(ma["beta2"]) == 1.0
     assert ma["gamma"].tolist() == [10.0, 10.0] and "beta" not in ma
