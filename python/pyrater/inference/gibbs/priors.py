@@ -119,20 +119,15 @@ class ConjugatePrior:
         empty_beta = np.zeros((0, K, K))
         if self.kind == "dawid_skene":
             beta = f(self.beta)
-        elif self.kind == "pooled":  # the raters' 1 + s m at the prior's mean m and mode s, then the prior on m
+        elif self.kind in ("pooled", "community"):  # raters: 1 + s m at mean m, mode s; then m's prior
             assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
             bm = np.asarray(self.beta, dtype=float)
             m0 = bm / bm.sum(-1, keepdims=True)
             s0 = (float(self.beta1) - 1.0) / float(self.beta2)
             beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
-        elif self.kind == "community":  # the raters' 1 + s m at the prior's mean m and mode s, then the prior on m
-            assert self.beta is not None and self.beta1 is not None and self.beta2 is not None
-            bm = np.asarray(self.beta, dtype=float)
-            m0 = bm / bm.sum(-1, keepdims=True)
-            s0 = (float(self.beta1) - 1.0) / float(self.beta2)
-            beta = f(np.concatenate([np.broadcast_to(1.0 + s0 * m0, (self.n_raters, K, K)), bm[None]]))
-            b1 = f(np.array([float(self.beta1), float(self.beta2), self.rho_alpha]))
-            return f(self.alpha), beta, b1, f(np.array([float(self.n_communities)]))
+            if self.kind == "community":  # s's Gamma and rho's Dirichlet, and L
+                b1 = f(np.array([float(self.beta1), float(self.beta2), self.rho_alpha]))
+                return f(self.alpha), beta, b1, f(np.array([float(self.n_communities)]))
         elif self.kind == "homogeneous":
             beta = f(self.beta)[None]
         elif self.kind == "mace":  # the kernel reads gamma from beta[0, 0]
