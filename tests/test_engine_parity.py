@@ -101,6 +101,15 @@ def test_optimize_same_mode(model, grouped):
         # the attained log density is comparable, to the ridge's flatness.
         assert b.log_density == pytest.approx(a.log_density, abs=0.05)
         return
+    if model == "community":
+        # several local modes within a few nats (which community a rater joins): the two L-BFGS
+        # implementations may walk from the same start to different ones (measured under Stan 2.39
+        # beside 2.35: -197.68 and -199.66). Parity is then: restarted at the better mode, each
+        # engine stays there.
+        best = a if a.log_density >= b.log_density else b
+        start = {k: np.asarray(v) for k, v in best.params.items() if k != "log_lik"}
+        a, b = _both(data=data, model=model, method="optimize", seed=3, inits=[start])
+        assert a.log_density == pytest.approx(best.log_density, abs=1e-4)
     # pooled and community: the density is flat along s near the mode; L-BFGS's stopping rules end within
     # ~1e-5 of it
     flat = model in ("pooled", "community")
