@@ -23,6 +23,12 @@ imports it lazily).  Three pieces:
 
 :func:`compile_for` compiles a kernel for its argument types with the SLP vectoriser
 switched on (numba leaves it off by default); :mod:`pyrater.inference._numba` re-exports it.
+
+The gathers of table rows (``LT[indices[c]]``) are random accesses into tables of ``J*K`` rows
+of 64 bytes, larger than the L2 cache at crowd scale (1.6 MB at J = 5000, K = 5); the gather
+loop prefetches the row ``PREFETCH_AHEAD`` stored counts ahead (:func:`prefetch_row`, LLVM's
+``llvm.prefetch``), and so does the EM kernel's scatter into its count table.  Measured in
+``bench/RESULTS_em.md``: 1.5-1.9x faster EM iterations at 10^6 ratings on a loaded machine.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.core import config as _numba_config
 from numba.extending import intrinsic
 
@@ -49,6 +56,7 @@ _LN2_LO = 1.9082149292705877e-10
 _EXP_CUT = -745.2  # exp(x) rounds to 0 below about -745.13
 _BLOCK = 64  # units per inner block
 _u64 = numba.uint64
+PREFETCH_AHEAD = _u64(32)  # stored counts ahead whose table rows are prefetched
 
 
 # ---------------------------------------------------------------- compilation
@@ -97,6 +105,28 @@ def _bits_to_float(typingctx, x):
         return builder.bitcast(args[0], ir.DoubleType())
 
     return types.float64(x), codegen
+
+
+@intrinsic
+def prefetch_row(typingctx, ary, row):
+    """Prefetch the start of row ``row`` of a C-contiguous 2-D array (LLVM ``llvm.prefetch``, read, high locality)."""
+    if not isinstance(ary, types.Array) or ary.ndim != 2 or not isinstance(row, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty, rowty = sig.args
+        a = context.make_array(aryty)(context, builder, args[0])
+        ncol = builder.extract_value(a.shape, 1)
+        r = context.cast(builder, args[1], rowty, types.intp)
+        ptr = builder.gep(a.data, [builder.mul(r, ncol)])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(ary, row), codegen
 
 
 @numba.njit(inline="always", cache=True)
@@ -154,6 +184,7 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
     """
     ninf = -np.inf
     has_known = known.size > 0
+    nnz = _u64(indices.size)
     for i in range(blo, bhi):
         iu = _u64(i)
         r = _u64(i - blo)
@@ -168,6 +199,8 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
         c = _u64(indptr[iu])
         b = _u64(indptr[iu + _u64(1)])
         while c < b:  # unsigned indices: no wraparound checks in the gather loop
+            if c + PREFETCH_AHEAD < nnz:
+                prefetch_row(LT, indices[c + PREFETCH_AHEAD])
             col = _u64(indices[c])
             v = data[c]
             a0 += v * LT[col, 0]

@@ -57,8 +57,8 @@ import math
 import numba
 import numpy as np
 
+from ...models._fused import PREFETCH_AHEAD, log_joint_block, prefetch_row
 from ...models._fused import exp_nonpos as _exp_nonpos
-from ...models._fused import log_joint_block
 
 __all__ = [
     "KP",
@@ -88,7 +88,10 @@ def _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):
     """
     c = _u64(indptr[iu])
     b = _u64(indptr[iu + _u64(1)])
+    nnz = _u64(indices.size)
     while c < b:  # unsigned indices: no wraparound checks in the scatter loop
+        if c + PREFETCH_AHEAD < nnz:
+            prefetch_row(N, indices[c + PREFETCH_AHEAD])
         col = _u64(indices[c])
         v = data[c]
         N[col, 0] += v * t0
