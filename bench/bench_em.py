@@ -182,9 +182,7 @@ def worker_pyrater(folder: Path, n_iter: int, n_threads: int = 1, backend: str =
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)  # a fixed number of iterations on purpose
         # plain EM steps, as crowd-kit takes (SQUAREM, the default, keeps one point per three E-steps)
-        fit = em(
-            data, method="ml", tol=0.0, max_iter=n_iter, n_threads=n_threads, backend=backend, acceleration="none"
-        )
+        fit = em(data, method="ml", tol=0.0, max_iter=n_iter, n_threads=n_threads, backend=backend, acceleration="none")
     t_fit, c_fit = time.perf_counter() - t1, time.process_time() - c1
     # the marginal cost of an iteration: a second fit with 3x the iterations, minus the first
     t2, c2 = time.perf_counter(), time.process_time()
