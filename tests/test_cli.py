@@ -1,9 +1,19 @@
-"""The command line, run as a subprocess."""
+"""The command line: ``pyrater.cli.main`` in this process, and the entry points as subprocesses.
+
+Most tests call :func:`run`, which runs ``main(argv)`` in the test process with
+its output and exit status captured and Python's default warning filters of a
+fresh interpreter (a subprocess per call cost 3-5 s of imports each, most of
+this file's time); ``run(..., subprocess=True)`` and the tests of ``python -m
+pyrater`` and ``python -m pyrater.cli`` run a real interpreter.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import subprocess
+import io
+import os
+import subprocess as _subprocess
 import sys
 import warnings
 
@@ -15,10 +25,30 @@ import pyrater
 from pyrater.datasets import EXAMPLE_CATEGORIES, example_ratings, example_simulation
 
 
-def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pyrater.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=900
-    )
+def run(*args: str, cwd=None, subprocess: bool = False) -> _subprocess.CompletedProcess:
+    """``pyrater <args>``: exit status, standard output and standard error."""
+    if subprocess:
+        return _subprocess.run(
+            [sys.executable, "-m", "pyrater.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=900
+        )
+    from pyrater import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # the filters of a fresh interpreter (pytest shows DeprecationWarnings a command line would not)
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            code = cli.main(list(args))
+        except SystemExit as exc:  # argparse's errors, --help and --version
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            os.chdir(here)
+    return _subprocess.CompletedProcess(["pyrater", *args], code, out.getvalue(), err.getvalue())
 
 
 def test_example_data_has_labels_repeats_and_known_truth():
@@ -160,9 +190,9 @@ def test_version_and_help_document_every_option():
 
 
 def test_python_dash_m_pyrater_is_the_command_line():
-    res = subprocess.run([sys.executable, "-m", "pyrater", "--version"], capture_output=True, text=True, timeout=120)
+    res = _subprocess.run([sys.executable, "-m", "pyrater", "--version"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == f"pyrater {pyrater.__version__}"
-    res = subprocess.run([sys.executable, "-m", "pyrater", "fit"], capture_output=True, text=True, timeout=120)
+    res = _subprocess.run([sys.executable, "-m", "pyrater", "fit"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith("usage: pyrater fit")  # argparse names the command
 
 
