@@ -83,6 +83,7 @@ from .item_steps import (
     log_prior,
     pi_step,
     rater_step,
+    shift_step,
     state_from_classes,
 )
 from .start import check_init
@@ -95,11 +96,23 @@ FIRST_CYCLES = 5
 #: the ``pyrater.em`` arguments this EM takes at their defaults only, with those defaults
 _FIXED = {
     "compress": ("auto", False),
-    "backend": ("auto", "scipy"),
     "n_threads": (1,),
     "mode_scale": ("auto", "simplex"),
     "acceleration": ("auto", "none"),
 }
+
+
+def _load_kernel(required: bool) -> Any:
+    """:mod:`pyrater.inference.em.item_kernel`, or None when numba does not import (an error if ``required``)."""
+    try:
+        from . import item_kernel
+    except ImportError:
+        if required:
+            raise ImportError(
+                "backend='numba' needs numba (pip install numba); use backend='scipy' or 'auto'"
+            ) from None
+        return None
+    return item_kernel
 
 
 def item_priors(model: ItemDifficulty, method: str, J: int) -> ItemPriors:
@@ -145,6 +158,7 @@ def _m_step(
     for _ in range(cycles):
         rater_step(cells, st, omega, lp, pr)
         item_step(cells, st, omega, lp, pr)
+        shift_step(st, pr)
 
 
 def _objective(ll: np.ndarray, weight: np.ndarray, st: ItemState, pr: ItemPriors) -> tuple[float, float]:
@@ -210,6 +224,7 @@ def em_item_difficulty(
     seed: int | np.random.Generator | None = None,
     data_format: str = "long",
     progress: bool = False,
+    backend: str = "auto",
     **fixed: Any,
 ) -> ItemDifficultyEMFit:
     """Fit an item-difficulty model by generalised EM (:func:`pyrater.em` calls this for the family).
@@ -244,11 +259,15 @@ def em_item_difficulty(
         Format of a DataFrame ``data``.
     progress : bool
         A progress bar over the iterations.
+    backend : {"auto", "numba", "scipy"}
+        The passes over the cells compiled by numba
+        (:mod:`pyrater.inference.em.item_kernel`; ``"auto"``, when numba
+        imports), or in numpy (``"scipy"``, the reference): the same
+        iterations up to rounding.
     **fixed
-        ``compress``, ``backend``, ``n_threads``, ``mode_scale``,
-        ``acceleration``, ``param_tol`` of :func:`pyrater.em`; the first five
-        only at values that mean plain in-memory EM (a clear ``ValueError``
-        otherwise).
+        ``compress``, ``n_threads``, ``mode_scale``, ``acceleration``,
+        ``param_tol`` of :func:`pyrater.em`; the first four only at values
+        that mean plain in-memory EM (a clear ``ValueError`` otherwise).
 
     Returns
     -------
@@ -267,6 +286,9 @@ def em_item_difficulty(
             )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if backend not in ("auto", "numba", "scipy"):
+        raise ValueError(f"backend must be one of ('auto', 'numba', 'scipy'), got {backend!r}")
+    kernel = None if backend == "scipy" else _load_kernel(backend == "numba")
     check_int("n_restarts", n_restarts, 0)
     max_iter, tol, param_tol = check_stopping(max_iter, tol, param_tol)
     rng = np.random.default_rng(seed)
@@ -293,7 +315,7 @@ def em_item_difficulty(
     init_checked = check_init(init, I, 2)
     known_codes = items.known_codes(known)
     weight = np.asarray(items.weight, dtype=float)
-    cells = cells_of(items.counts)
+    cells = cells_of(items.counts, kernel)
     setup = time.perf_counter() - t0
 
     runs: list[dict[str, Any]] = []
@@ -364,7 +386,7 @@ def em_item_difficulty(
         n_fitted_units=I,
         compressed=False,
         timings={"setup": setup, "loop": loop_times},
-        backend="numpy",
+        backend="scipy" if kernel is None else "numba",
         convergence=convergence,
         start=res["start"],
         known=known_codes,

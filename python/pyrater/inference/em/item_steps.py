@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import betaln, expit, gammaln, log_expit, xlog1py, xlogy
-from scipy.stats import norm
+from scipy.special import betaln, expit, gammaln, log_expit, log_ndtr, xlog1py, xlogy
 
 __all__ = [
     "Cells",
@@ -61,6 +60,8 @@ MAX_STEP = 4.0
 HALVINGS = 12
 #: share of the distance to the non-adversarial boundary a rater step may cover
 TO_BOUNDARY = 0.9
+#: a unit whose Newton step is at most this in every parameter keeps its values (rounding noise)
+NEGLIGIBLE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class Cells:
     count : float array (nnz,)
         Number of such ratings.
     n_items, n_raters : int
+    kernel : module or None
+        :mod:`pyrater.inference.em.item_kernel` when the passes over the cells
+        run compiled (numba), None for numpy.
     """
 
     item: np.ndarray
@@ -83,9 +87,10 @@ class Cells:
     count: np.ndarray
     n_items: int
     n_raters: int
+    kernel: Any = None
 
 
-def cells_of(counts: sp.csr_matrix) -> Cells:
+def cells_of(counts: sp.csr_matrix, kernel: Any = None) -> Cells:
     """The cells of a binary count matrix (I, 2 J) (:attr:`pyrater.RatingData.counts`)."""
     c = sp.csr_matrix(counts)
     c.sum_duplicates()
@@ -97,7 +102,16 @@ def cells_of(counts: sp.csr_matrix) -> Cells:
         count=np.asarray(c.data, dtype=float),
         n_items=int(c.shape[0]),
         n_raters=int(c.shape[1] // 2),
+        kernel=kernel,
     )
+
+
+_NONE = np.empty(0)
+_ALL = np.empty(0, dtype=np.int64)
+
+
+def _or_empty(x: np.ndarray | None) -> np.ndarray:
+    return _NONE if x is None else x
 
 
 @dataclass
@@ -177,7 +191,7 @@ class ItemPriors:
         if self.non_adversarial and self.sens_prior is not None and self.spec_prior is not None:
             m = self.sens_prior[0] + self.spec_prior[0]
             s = float(np.hypot(self.sens_prior[1], self.spec_prior[1]))
-            const = -float(norm.logcdf(m / s))  # per rater: minus log P(sens + spec > 0) under the prior
+            const = -float(log_ndtr(m / s))  # per rater: minus log P(sens + spec > 0) under the prior
         object.__setattr__(self, "rater_const", const)
 
     def rater_prior(self, k: int) -> np.ndarray | None:
@@ -187,21 +201,41 @@ class ItemPriors:
 
 # ------------------------------------------------------------------ log probabilities
 def _eta(cells: Cells, st: ItemState, k: int, idx: np.ndarray | None = None) -> np.ndarray:
+    """The linear predictor of class ``k`` at every cell (or at the cells ``idx``)."""
     item = cells.item if idx is None else cells.item[idx]
     rater = cells.rater if idx is None else cells.rater[idx]
     eta = st.ability(k)[rater] - st.difficulty[item]
     if st.discrimination is not None:
-        eta = eta * st.discrimination[item]
+        eta *= st.discrimination[item]
     return eta
 
 
-def class_log_probs(cells: Cells, st: ItemState, k: int) -> np.ndarray:
-    """``log P(y | z = k)`` of every cell (nnz,), in log space throughout."""
-    eta = _eta(cells, st, k)
+def class_log_probs(cells: Cells, st: ItemState, k: int, idx: np.ndarray | None = None) -> np.ndarray:
+    """``log P(y | z = k)`` of every cell (nnz,) (or of the cells ``idx``), in log space throughout."""
+    if cells.kernel is not None:
+        out = np.empty(cells.item.size if idx is None else idx.size)
+        cells.kernel.log_probs(
+            cells.item,
+            cells.rater,
+            cells.positive,
+            st.ability(k),
+            st.difficulty,
+            _or_empty(st.discrimination),
+            _or_empty(st.guessing),
+            k,
+            _ALL if idx is None else idx,
+            out,
+        )
+        return out
+    eta = _eta(cells, st, k, idx)
     right = cells.positive if k == 1 else ~cells.positive
+    if idx is not None:
+        right = right[idx]
     if st.guessing is None:
-        return log_expit(np.where(right, eta, -eta))
-    miss = np.log1p(-st.guessing[cells.item]) + log_expit(-eta)  # log P(wrong)
+        np.negative(eta, out=eta, where=~right)
+        return log_expit(eta)
+    item = cells.item if idx is None else cells.item[idx]
+    miss = np.log1p(-st.guessing[item]) + log_expit(-eta)  # log P(wrong)
     with np.errstate(divide="ignore"):
         return np.where(right, np.log(-np.expm1(miss)), miss)
 
@@ -229,10 +263,14 @@ def e_step(
 
 
 # ------------------------------------------------------------------ priors
+def _normal_logpdf(x: np.ndarray, loc: float, scale: float) -> np.ndarray:
+    return -0.5 * ((x - loc) / scale) ** 2 - np.log(scale) - 0.5 * np.log(2 * np.pi)
+
+
 def item_log_prior(st: ItemState, pr: ItemPriors) -> np.ndarray:
     """Log prior density of each item's parameters (I,), every constant included."""
     s = pr.difficulty_scale
-    out = norm.logpdf(st.difficulty, 0.0, s)
+    out = _normal_logpdf(st.difficulty, 0.0, s)
     if st.discrimination is not None:
         tau = pr.discrimination_scale
         with np.errstate(divide="ignore"):
@@ -247,7 +285,7 @@ def item_log_prior(st: ItemState, pr: ItemPriors) -> np.ndarray:
 def _rater_log_prior(x: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
     if prior is None:
         return np.zeros_like(x)
-    return norm.logpdf(x, prior[0], prior[1])
+    return _normal_logpdf(x, prior[0], prior[1])
 
 
 def log_prior(st: ItemState, pr: ItemPriors) -> float:
@@ -275,23 +313,26 @@ def pi_step(T: np.ndarray, weight: np.ndarray, alpha: np.ndarray | None) -> np.n
 
 # ------------------------------------------------------------------ derivatives in eta (and gamma)
 def _derivs(eta: np.ndarray, right: np.ndarray, gamma: np.ndarray | None) -> dict[str, np.ndarray]:
-    """First and second derivatives of a cell's log probability in ``eta`` (and in ``gamma``)."""
+    """First and second derivatives of a cell's log probability in ``eta`` (and in ``gamma``).
+
+    With guessing, ``P = gamma + (1 - gamma) s`` (``s = inv_logit(eta)``) has
+    no cancellation, so the derivatives need no logarithms: for a right
+    rating ``d/d eta = q (1 - s)`` with ``q = (1 - gamma) s / P``,
+    ``d/d gamma = (1 - s) / P``; for a wrong one ``-s`` and ``-1 / (1 - gamma)``.
+    """
     s = expit(eta)
+    one_m_s = 1.0 - s
     if gamma is None:
-        return {"e": np.where(right, 1.0 - s, -s), "ee": -s * (1.0 - s)}
-    log1m_g = np.log1p(-gamma)
-    log_miss = log1m_g + log_expit(-eta)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        log_p = np.log(-np.expm1(log_miss))  # log P(right)
-        q = np.exp(log1m_g + log_expit(eta) - log_p)  # share of P(right) that is knowing, not guessing
-        inv_p = np.exp(-log_p)
-        one_m_s = 1.0 - s
-        d = {
-            "e": np.where(right, q * one_m_s, -s),
-            "ee": np.where(right, q * one_m_s * ((1.0 - 2.0 * s) - q * one_m_s), -s * one_m_s),
-            "g": np.where(right, one_m_s * inv_p, -1.0 / (1.0 - gamma)),
-            "eg": np.where(right, -s * one_m_s * inv_p**2, 0.0),
-        }
+        return {"e": np.where(right, one_m_s, -s), "ee": -s * one_m_s}
+    inv_p = 1.0 / np.maximum(gamma + (1.0 - gamma) * s, 1e-300)
+    q = (1.0 - gamma) * s * inv_p
+    qm = q * one_m_s
+    d = {
+        "e": np.where(right, qm, -s),
+        "ee": np.where(right, qm * ((1.0 - 2.0 * s) - qm), -s * one_m_s),
+        "g": np.where(right, one_m_s * inv_p, -1.0 / (1.0 - gamma)),
+        "eg": np.where(right, -s * one_m_s * inv_p * inv_p, 0.0),
+    }
     d["gg"] = -(d["g"] ** 2)
     return d
 
@@ -315,19 +356,39 @@ def rater_step(
     :data:`HALVINGS` times, else keeps its values.
     """
     J = cells.n_raters
-    delta = None if st.discrimination is None else st.discrimination[cells.item]
-    gamma = None if st.guessing is None else st.guessing[cells.item]
+    delta = gamma = None
+    if cells.kernel is None:
+        delta = None if st.discrimination is None else st.discrimination[cells.item]
+        gamma = None if st.guessing is None else st.guessing[cells.item]
     step = []
     old_q = np.zeros((2, J))
     for k in (0, 1):
-        right = cells.positive if k == 1 else ~cells.positive
-        d = _derivs(_eta(cells, st, k), right, gamma)
-        de = d["e"] if delta is None else d["e"] * delta
-        dee = d["ee"] if delta is None else d["ee"] * delta**2
-        G = np.bincount(cells.rater, weights=omega[k] * de, minlength=J)
-        H = np.bincount(cells.rater, weights=omega[k] * dee, minlength=J)
-        # a bound on the curvature (the no-guessing model's: inv_logit' <= 1/4) where H is not negative
-        F = np.bincount(cells.rater, weights=omega[k] * (0.25 if delta is None else 0.25 * delta**2), minlength=J)
+        if cells.kernel is not None:
+            G, H, F = np.zeros(J), np.zeros(J), np.zeros(J)
+            cells.kernel.rater_sums(
+                cells.item,
+                cells.rater,
+                cells.positive,
+                omega[k],
+                st.ability(k),
+                st.difficulty,
+                _or_empty(st.discrimination),
+                _or_empty(st.guessing),
+                k,
+                G,
+                H,
+                F,
+            )
+        else:
+            right = cells.positive if k == 1 else ~cells.positive
+            d = _derivs(_eta(cells, st, k), right, gamma)
+            de = d["e"] if delta is None else d["e"] * delta
+            dee = d["ee"] if delta is None else d["ee"] * delta**2
+            G = np.bincount(cells.rater, weights=omega[k] * de, minlength=J)
+            H = np.bincount(cells.rater, weights=omega[k] * dee, minlength=J)
+            # a bound on the curvature (the no-guessing model's: inv_logit' <= 1/4) where H is not negative
+            dd = 0.25 if delta is None else 0.25 * delta**2
+            F = np.bincount(cells.rater, weights=omega[k] * dd, minlength=J)
         prior = pr.rater_prior(k)
         x = st.ability(k)
         if prior is not None:
@@ -347,30 +408,41 @@ def rater_step(
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(down < 0, np.minimum(1.0, TO_BOUNDARY * margin / -down), 1.0)
     x0 = (st.logit_spec.copy(), st.logit_sens.copy())
-    todo = np.stack([step[0] != 0, step[1] != 0])
+    todo = np.stack([np.abs(step[0]) > NEGLIGIBLE, np.abs(step[1]) > NEGLIGIBLE])
+    idx: np.ndarray | None = None  # the cells of the raters still to move (None: all)
     for _ in range(HALVINGS + 1):
         if not todo.any():
             break
         cand = [np.where(todo[k], x0[k] + t * step[k], x0[k]) for k in (0, 1)]
         trial = replace(st, logit_spec=cand[0], logit_sens=cand[1])
-        lp = [class_log_probs(cells, trial, k) for k in (0, 1)]
+        rater = cells.rater if idx is None else cells.rater[idx]
+        lp = [class_log_probs(cells, trial, k, idx) for k in (0, 1)]
         ok = np.zeros((2, J), dtype=bool)
         for k in (0, 1):
-            new_q = np.bincount(cells.rater, weights=omega[k] * lp[k], minlength=J)
+            om = omega[k] if idx is None else omega[k][idx]
+            new_q = np.bincount(rater, weights=om * lp[k], minlength=J)
             new_q += _rater_log_prior(cand[k], pr.rater_prior(k))
             ok[k] = todo[k] & (new_q >= old_q[k])
         if pr.non_adversarial:  # a rater keeps only moves that stay non-adversarial (one logit alone may not)
             spec = np.where(ok[0], cand[0], st.logit_spec)
             sens = np.where(ok[1], cand[1], st.logit_sens)
-            bad = spec + sens <= 0
-            ok[:, bad] = False
+            ok[:, spec + sens <= 0] = False
         for k in (0, 1):
             if ok[k].any():
                 x = st.ability(k)
                 x[ok[k]] = cand[k][ok[k]]
-                log_probs[k] = np.where(ok[k][cells.rater], lp[k], log_probs[k])
+                _merge(log_probs[k], lp[k], ok[k][rater], idx)
         todo &= ~ok
         t = t / 2.0
+        idx = np.flatnonzero(todo.any(axis=0)[cells.rater])
+
+
+def _merge(target: np.ndarray, values: np.ndarray, sel: np.ndarray, idx: np.ndarray | None) -> None:
+    """``target[cells] = values`` at the selected cells (``values`` computed at the cells ``idx``, None: all)."""
+    if idx is None:
+        np.copyto(target, values, where=sel)
+    else:
+        target[idx[sel]] = values[sel]
 
 
 # ------------------------------------------------------------------ M-step: items
@@ -382,14 +454,16 @@ def _positive_definite(A: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _item_gradient(
-    cells: Cells, st: ItemState, omega: tuple[np.ndarray, np.ndarray], pr: ItemPriors
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Gradient (I, p) and Hessian (I, p, p) of every item's term in (difficulty, log discrimination, guessing)."""
+def _item_sums_numpy(
+    cells: Cells,
+    st: ItemState,
+    omega: tuple[np.ndarray, np.ndarray],
+    col: dict[str, int],
+    G: np.ndarray,
+    H: np.ndarray,
+) -> None:
+    """:func:`pyrater.inference.em.item_kernel.item_sums` in numpy (both triangles of ``H``)."""
     I = cells.n_items
-    names = ["beta"] + (["u"] if st.discrimination is not None else []) + (["g"] if st.guessing is not None else [])
-    p = len(names)
-    col = {n: c for c, n in enumerate(names)}
     delta = None if st.discrimination is None else st.discrimination[cells.item]
     gamma = None if st.guessing is None else st.guessing[cells.item]
     # per-cell sums over the two classes of omega x derivative, for each gradient / Hessian entry
@@ -417,8 +491,6 @@ def _item_gradient(
             add((col["beta"], col["g"]), w * d["eg"] * m_delta)
             if "u" in col:
                 add((col["u"], col["g"]), w * d["eg"] * eta)
-    G = np.zeros((I, p))
-    H = np.zeros((I, p, p))
     for key, value in acc.items():
         total = np.bincount(cells.item, weights=value, minlength=I)
         if len(key) == 1:
@@ -426,6 +498,38 @@ def _item_gradient(
         else:
             H[:, key[0], key[1]] = total
             H[:, key[1], key[0]] = total
+
+
+def _item_gradient(
+    cells: Cells, st: ItemState, omega: tuple[np.ndarray, np.ndarray], pr: ItemPriors
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Gradient (I, p) and Hessian (I, p, p) of every item's term in (difficulty, log discrimination, guessing)."""
+    I = cells.n_items
+    names = ["beta"] + (["u"] if st.discrimination is not None else []) + (["g"] if st.guessing is not None else [])
+    p = len(names)
+    col = {n: c for c, n in enumerate(names)}
+    G = np.zeros((I, p))
+    H = np.zeros((I, p, p))
+    if cells.kernel is not None:
+        cells.kernel.item_sums(
+            cells.item,
+            cells.rater,
+            cells.positive,
+            omega[0],
+            omega[1],
+            st.logit_spec,
+            st.logit_sens,
+            st.difficulty,
+            _or_empty(st.discrimination),
+            _or_empty(st.guessing),
+            G,
+            H,
+        )
+        for a in range(p):
+            for b in range(a):
+                H[:, a, b] = H[:, b, a]
+    else:
+        _item_sums_numpy(cells, st, omega, col, G, H)
     # the priors of the parameters themselves (no Jacobian)
     s2 = pr.difficulty_scale**2
     G[:, 0] -= st.difficulty / s2
@@ -450,6 +554,23 @@ def _item_gradient(
     return G, H, names
 
 
+def _newton_steps_numpy(H: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """:func:`pyrater.inference.em.item_kernel.newton_steps` in numpy (batched solves)."""
+    p = G.shape[1]
+    A = -H
+    finite = np.all(np.isfinite(A), axis=(1, 2)) & np.all(np.isfinite(G), axis=1)
+    A[~finite] = np.eye(p)
+    G = np.where(finite[:, None], G, 0.0)
+    bad = ~_positive_definite(A)
+    if bad.any():
+        Ab = A[bad]
+        diag = np.einsum("nii->ni", Ab)
+        lam = np.max(np.abs(Ab).sum(axis=2) - np.abs(diag) - diag, axis=1)
+        lam = np.maximum(lam, 0.0) + 1e-6 * (1.0 + np.abs(Ab).max(axis=(1, 2)))
+        A[bad] = Ab + lam[:, None, None] * np.eye(p)
+    return np.linalg.solve(A, G[:, :, None])[:, :, 0]
+
+
 def item_step(
     cells: Cells,
     st: ItemState,
@@ -468,7 +589,6 @@ def item_step(
     """
     I = cells.n_items
     G, H, names = _item_gradient(cells, st, omega, pr)
-    p = len(names)
     if "g" in names:
         c = names.index("g")
         assert st.guessing is not None
@@ -477,16 +597,11 @@ def item_step(
         H[fixed, c, :] = 0.0
         H[fixed, :, c] = 0.0
         H[fixed, c, c] = -1.0
-    A = -H
-    bad = ~_positive_definite(A) | ~np.all(np.isfinite(A), axis=(1, 2)) | ~np.all(np.isfinite(G), axis=1)
-    if bad.any():
-        Ab = np.nan_to_num(A[bad], nan=0.0, posinf=0.0, neginf=0.0)
-        off = np.abs(Ab).sum(axis=2) - np.abs(np.einsum("nii->ni", Ab))
-        lam = np.max(off - np.einsum("nii->ni", Ab), axis=1)
-        lam = np.maximum(lam, 0.0) + 1e-6 * (1.0 + np.abs(Ab).max(axis=(1, 2)))
-        A[bad] = Ab + lam[:, None, None] * np.eye(p)
-        G[bad] = np.nan_to_num(G[bad], nan=0.0, posinf=0.0, neginf=0.0)
-    step = np.linalg.solve(A, G[:, :, None])[:, :, 0]
+    if cells.kernel is not None:
+        step = np.empty_like(G)
+        cells.kernel.newton_steps(H, G, step)
+    else:
+        step = _newton_steps_numpy(H, G)
     big = np.abs(step).max(axis=1)
     step *= np.minimum(1.0, MAX_STEP / np.maximum(big, 1e-300))[:, None]
     old_q = np.bincount(
@@ -498,7 +613,8 @@ def item_step(
     if "g" in names:
         x0["g"] = st.guessing.copy()  # type: ignore[union-attr]
     t = np.ones(I)
-    todo = np.any(step != 0, axis=1)
+    todo = np.any(np.abs(step) > NEGLIGIBLE, axis=1)
+    idx: np.ndarray | None = None  # the cells of the items still to move (None: all)
     for _ in range(HALVINGS + 1):
         if not todo.any():
             break
@@ -508,8 +624,10 @@ def item_step(
             trial.discrimination = np.exp(x0["u"] + ts[:, names.index("u")])
         if "g" in names:
             trial.guessing = np.clip(x0["g"] + ts[:, names.index("g")], 0.0, GUESS_MAX)
-        lp = [class_log_probs(cells, trial, k) for k in (0, 1)]
-        new_q = np.bincount(cells.item, weights=omega[0] * lp[0] + omega[1] * lp[1], minlength=I)
+        item = cells.item if idx is None else cells.item[idx]
+        lp = [class_log_probs(cells, trial, k, idx) for k in (0, 1)]
+        om = omega if idx is None else (omega[0][idx], omega[1][idx])
+        new_q = np.bincount(item, weights=om[0] * lp[0] + om[1] * lp[1], minlength=I)
         new_q += item_log_prior(trial, pr)
         ok = todo & (new_q >= old_q)
         if ok.any():
@@ -518,11 +636,40 @@ def item_step(
                 st.discrimination[ok] = trial.discrimination[ok]  # type: ignore[index]
             if trial.guessing is not None:
                 st.guessing[ok] = trial.guessing[ok]  # type: ignore[index]
-            cell_ok = ok[cells.item]
+            sel = ok[item]
             for k in (0, 1):
-                log_probs[k] = np.where(cell_ok, lp[k], log_probs[k])
+                _merge(log_probs[k], lp[k], sel, idx)
         todo &= ~ok
         t = t / 2.0
+        idx = np.flatnonzero(todo[cells.item])
+
+
+def shift_step(st: ItemState, pr: ItemPriors) -> None:
+    """Move every difficulty and rater logit by the same ``c`` that maximises the log prior (``st`` in place).
+
+    ``eta = delta (logit - difficulty)`` is unchanged by a common shift, so is
+    the likelihood: along this direction only the normal priors of the
+    difficulties and (MAP) the rater logits change, a sum of quadratics whose
+    maximiser is closed-form.  Alternating rater and item blocks crawls along
+    this ridge (each block's step is held back by the other's fixed
+    parameters); one exact step per M-step removes it.  With
+    ``non_adversarial`` a shift down stops short of the boundary.
+    """
+    prec = st.difficulty.size / pr.difficulty_scale**2
+    pull = -st.difficulty.sum() / pr.difficulty_scale**2
+    for k in (0, 1):
+        prior = pr.rater_prior(k)
+        if prior is not None:
+            x = st.ability(k)
+            prec += x.size / prior[1] ** 2
+            pull += (prior[0] - x).sum() / prior[1] ** 2
+    c = pull / prec
+    if pr.non_adversarial and c < 0 and st.logit_sens.size:
+        c = max(c, -TO_BOUNDARY * float(np.min(st.logit_sens + st.logit_spec)) / 2.0)
+    if abs(c) > NEGLIGIBLE:
+        st.difficulty += c
+        st.logit_sens += c
+        st.logit_spec += c
 
 
 def state_from_classes(
