@@ -121,9 +121,11 @@ def test_recovers_simulated_truth_near_the_oracle():
         p["discrimination"][None],
         p["guessing"][None],
     )[0]
-    oracle = np.mean(truth.argmax(axis=1) == sim.z)
+    oracle = np.mean(truth.argmax(axis=1) == sim.z)  # the classes under the true parameters, item ones too
     accuracy = np.mean(fit.point_estimate("z").to_numpy() - 1 == sim.z)  # categories 1, 2 <-> codes 0, 1
-    assert accuracy >= oracle - 0.01 and accuracy > 0.85
+    dawid_skene = pyrater.em(sim.data, "dawid_skene", method="map")
+    assert accuracy >= oracle - 0.02 and accuracy > 0.85
+    assert accuracy >= np.mean(dawid_skene.class_probs.argmax(axis=1) == sim.z) - 0.005
     raters = fit.rater_parameters()
     np.testing.assert_allclose(raters["sensitivity"], expit(p["logit_sens"]), atol=0.06)
     np.testing.assert_allclose(raters["specificity"], expit(p["logit_spec"]), atol=0.06)
@@ -225,7 +227,7 @@ def test_bad_input_gives_clear_errors(small):
         pyrater.em(small.data, ItemDifficulty(), init=np.ones((10, 2)))
     with pytest.raises(ValueError, match="backend must be one of"):
         pyrater.em(small.data, ItemDifficulty(), backend="cuda")
-    for name, value in (("compress", True), ("acceleration", "squarem"), ("n_threads", 2)):
+    for name, value in (("compress", True), ("n_threads", 2)):
         with pytest.raises(ValueError, match=f"{name}=.* is not available for the Item difficulty"):
             pyrater.em(small.data, ItemDifficulty(), **{name: value})
     with pytest.raises(ValueError, match="guessing_prior >= 1"):

@@ -72,6 +72,7 @@ from ...fits.item_difficulty import ItemDifficultyEMFit
 from ...models.item_difficulty import ItemDifficulty, expand_to_items
 from ...models.kernels import soft_majority_vote
 from .convergence import METHODS, Convergence, EMConvergenceWarning, check_stopping
+from .item_squarem import squarem_cycle
 from .item_steps import (
     Cells,
     ItemPriors,
@@ -98,7 +99,6 @@ _FIXED = {
     "compress": ("auto", False),
     "n_threads": (1,),
     "mode_scale": ("auto", "simplex"),
-    "acceleration": ("auto", "none"),
 }
 
 
@@ -178,37 +178,73 @@ def _run(
     param_tol: float,
     max_iter: int,
     bar: Any,
+    accelerate: bool = True,
 ) -> dict[str, Any]:
-    """One EM run from class probabilities ``T0``: the estimate, its class probabilities and the trace."""
+    """One EM run from class probabilities ``T0``: the estimate, its class probabilities and the trace.
+
+    With ``accelerate``, SQUAREM cycles (:mod:`pyrater.inference.em.item_squarem`)
+    come first, until one changes the objective by at most ``tol`` (relative)
+    and no parameter by more than ``param_tol``; plain iterations finish the
+    run by the stopping rule.  ``max_iter`` counts E-steps.
+    """
     st = state_from_classes(cells, T0, weight, model, pr)
     lp = [class_log_probs(cells, st, k) for k in (0, 1)]
     _m_step(cells, st, T0, weight, lp, pr, FIRST_CYCLES)
-    conv = Convergence(tol, param_tol)
-    trace: list[float] = []
-    converged = False
-    ll_total = np.nan
-    T = T0
-    for it in range(max_iter):
+
+    e_steps = [0]
+
+    def evaluate(x: ItemState, lp_x: list[np.ndarray] | None = None) -> tuple[float, Any]:
+        e_steps[0] += 1
+        if lp_x is None:
+            lp_x = [class_log_probs(cells, x, k) for k in (0, 1)]
+        T_x, ll_x = e_step(cells, (lp_x[0], lp_x[1]), x.pi, known)
+        ll_total_x, obj_x = _objective(ll_x, weight, x, pr)
         if bar is not None:
             bar.update()
-        T, ll = e_step(cells, (lp[0], lp[1]), st.pi, known)
-        ll_total, obj = _objective(ll, weight, st, pr)
+        return obj_x, (T_x, ll_total_x, lp_x)
+
+    def em_step(x: ItemState, e: Any) -> tuple[ItemState, float, Any]:
+        x_new, lp_new = x.copy(), [e[2][0].copy(), e[2][1].copy()]
+        _m_step(cells, x_new, e[0], weight, lp_new, pr, 1)
+        obj_new, e_new = evaluate(x_new, lp_new)
+        return x_new, obj_new, e_new
+
+    def feasible(x: ItemState) -> bool:
+        return not pr.non_adversarial or bool(np.all(x.logit_sens + x.logit_spec > 0))
+
+    obj, e = evaluate(st, lp)
+    trace: list[float] = [obj]
+    n_jumps = n_cycles = 0
+    if accelerate:
+        while len(trace) + 3 <= max_iter:
+            points, jumped = squarem_cycle(st, e, em_step, evaluate, feasible)
+            n_cycles += 1
+            n_jumps += jumped
+            trace += [p[1] for p in points]
+            before, flat = obj, st.flat()
+            st, obj, e = points[-1]
+            moved = float(np.max(np.abs(st.flat() - flat)))
+            if obj - before <= tol * max(1.0, abs(obj)) and moved <= param_tol:
+                break
+    conv = Convergence(tol, param_tol)
+    conv.settled(trace, st.pi, st.flat())
+    converged = False
+    while len(trace) < max_iter:
+        st, obj, e = em_step(st, e)
         trace.append(obj)
         if conv.settled(trace, st.pi, st.flat()):
-            if conv.want_T and conv.classes_settled(T):
+            if conv.want_T and conv.classes_settled(e[0]):
                 converged = True
                 break
         else:
             conv.reset_classes()
-        if it + 1 < max_iter:
-            _m_step(cells, st, T, weight, lp, pr, 1)
     return {
         "state": st,
-        "T": T,
-        "log_lik": ll_total,
+        "T": e[0],
+        "log_lik": e[1],
         "trace": np.asarray(trace),
         "converged": converged,
-        "convergence": conv.info(),
+        "convergence": {**conv.info(), "squarem_cycles": n_cycles, "squarem_jumps": n_jumps, "e_steps": e_steps[0]},
     }
 
 
@@ -225,6 +261,7 @@ def em_item_difficulty(
     data_format: str = "long",
     progress: bool = False,
     backend: str = "auto",
+    acceleration: str = "auto",
     **fixed: Any,
 ) -> ItemDifficultyEMFit:
     """Fit an item-difficulty model by generalised EM (:func:`pyrater.em` calls this for the family).
@@ -264,10 +301,15 @@ def em_item_difficulty(
         (:mod:`pyrater.inference.em.item_kernel`; ``"auto"``, when numba
         imports), or in numpy (``"scipy"``, the reference): the same
         iterations up to rounding.
+    acceleration : {"auto", "squarem", "none"}
+        SQUAREM cycles first (``"auto"``, ``"squarem"``;
+        :mod:`pyrater.inference.em.item_squarem`), then plain iterations to
+        the stopping rule; or plain EM throughout (``"none"``).  The same
+        fixed point.
     **fixed
-        ``compress``, ``n_threads``, ``mode_scale``, ``acceleration``,
-        ``param_tol`` of :func:`pyrater.em`; the first four only at values
-        that mean plain in-memory EM (a clear ``ValueError`` otherwise).
+        ``compress``, ``n_threads``, ``mode_scale`` and ``param_tol`` of
+        :func:`pyrater.em`; the first three only at values that mean plain
+        in-memory EM (a clear ``ValueError`` otherwise).
 
     Returns
     -------
@@ -289,6 +331,8 @@ def em_item_difficulty(
     if backend not in ("auto", "numba", "scipy"):
         raise ValueError(f"backend must be one of ('auto', 'numba', 'scipy'), got {backend!r}")
     kernel = None if backend == "scipy" else _load_kernel(backend == "numba")
+    if acceleration not in ("auto", "squarem", "none"):
+        raise ValueError(f"acceleration must be 'auto', 'squarem' or 'none', got {acceleration!r}")
     check_int("n_restarts", n_restarts, 0)
     max_iter, tol, param_tol = check_stopping(max_iter, tol, param_tol)
     rng = np.random.default_rng(seed)
@@ -330,7 +374,8 @@ def em_item_difficulty(
             T0, name = soft_majority_vote(items.counts, 2), "majority"
         else:
             T0, name = rng.dirichlet(np.ones(2), size=I), "random"
-        res = _run(cells, weight, known_codes, clamp_classes(T0, known_codes), model, pr, tol, param_tol, max_iter, bar)
+        T0 = clamp_classes(T0, known_codes)
+        res = _run(cells, weight, known_codes, T0, model, pr, tol, param_tol, max_iter, bar, acceleration != "none")
         res["start"] = name
         runs.append(res)
         loop_times.append(time.perf_counter() - t1)

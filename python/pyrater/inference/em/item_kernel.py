@@ -36,13 +36,22 @@ def _expit(x):  # pragma: no cover - compiled
 
 @numba.njit(inline="always", cache=True)
 def _cell_log_prob(eta, right, has_guess, g):  # pragma: no cover - compiled
+    """``log P(right)`` or ``log P(wrong)``: one exp and one or two logs (no cancellation: ``P >= g``)."""
+    if eta >= 0.0:
+        e = math.exp(-eta)
+        l1p = math.log1p(e)
+        log_s, log_1ms = -l1p, -eta - l1p
+    else:
+        e = math.exp(eta)
+        l1p = math.log1p(e)
+        log_s, log_1ms = eta - l1p, -l1p
     if not has_guess:
-        return _log_expit(eta if right else -eta)
-    miss = math.log1p(-g) + _log_expit(-eta)  # log P(wrong)
-    if right:
-        e = -math.expm1(miss)
-        return math.log(e) if e > 0.0 else -math.inf
-    return miss
+        return log_s if right else log_1ms
+    if not right:
+        return math.log1p(-g) + log_1ms
+    if g == 0.0:
+        return log_s
+    return math.log(g + (1.0 - g) * math.exp(log_s))
 
 
 @numba.njit(inline="always", cache=True)
