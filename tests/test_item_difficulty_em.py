@@ -109,8 +109,10 @@ def test_the_mode_is_a_stationary_point(small):
 
 # ------------------------------------------------------------------ recovery
 def test_recovers_simulated_truth_near_the_oracle():
-    sim = pyrater.simulate("item_difficulty", 3000, 8, raters_per_item=5, seed=11)
-    fit = pyrater.em(sim.data, ItemDifficulty(), method="map")
+    """2PL truth: classes near the oracle's (every true parameter known), raters and prevalence close."""
+    n = 2000
+    sim = pyrater.simulate("item_difficulty", n, 8, raters_per_item=5, seed=11, guessing=np.zeros(n))
+    fit = pyrater.em(sim.data, ItemDifficulty(guessing=False), method="map")
     p = sim.params
     truth = item_log_joint(
         sim.data.counts,
@@ -119,7 +121,6 @@ def test_recovers_simulated_truth_near_the_oracle():
         p["logit_spec"][None],
         p["difficulty"][None],
         p["discrimination"][None],
-        p["guessing"][None],
     )[0]
     oracle = np.mean(truth.argmax(axis=1) == sim.z)  # the classes under the true parameters, item ones too
     accuracy = np.mean(fit.point_estimate("z").to_numpy() - 1 == sim.z)  # categories 1, 2 <-> codes 0, 1
@@ -127,11 +128,11 @@ def test_recovers_simulated_truth_near_the_oracle():
     assert accuracy >= oracle - 0.02 and accuracy > 0.85
     assert accuracy >= np.mean(dawid_skene.class_probs.argmax(axis=1) == sim.z) - 0.005
     raters = fit.rater_parameters()
-    np.testing.assert_allclose(raters["sensitivity"], expit(p["logit_sens"]), atol=0.06)
-    np.testing.assert_allclose(raters["specificity"], expit(p["logit_spec"]), atol=0.06)
+    np.testing.assert_allclose(raters["sensitivity"], expit(p["logit_sens"]), atol=0.07)
+    np.testing.assert_allclose(raters["specificity"], expit(p["logit_spec"]), atol=0.07)
+    np.testing.assert_allclose(fit.point_estimate("theta").to_numpy(), sim.theta, atol=0.07)
     assert fit.pi[1] == pytest.approx(sim.pi[1], abs=0.03)
     assert np.corrcoef(fit.item_parameters()["difficulty"], p["difficulty"])[0, 1] > 0.4
-    np.testing.assert_allclose(fit.point_estimate("theta").to_numpy(), sim.theta, atol=0.06)
 
 
 # ------------------------------------------------------------------ the non-adversarial constraint
@@ -144,7 +145,8 @@ def test_non_adversarial_keeps_the_labelling_from_a_swapped_start(small):
     sens = lambda f: f.model_params["logit_sens"] + f.model_params["logit_spec"]  # noqa: E731
     # unconstrained, EM stays in the mirror image: every rater adversarial, the classes swapped
     assert np.all(sens(free) < 0) and np.mean(free.class_probs.argmax(1) == small.z) < 0.2
-    # constrained, every rater is non-adversarial at every start, and the swapped start finds the right labelling
+    # constrained, every rater is non-adversarial at every start: the swapped start is taken as the mirror image
+    # of the vote (its raters would be adversarial) and finds the same mode
     assert np.all(sens(kept) > 0) and np.all(sens(right) > 0)
     assert kept.log_posterior == pytest.approx(right.log_posterior, abs=1e-5)
     np.testing.assert_allclose(kept.class_probs, right.class_probs, atol=1e-4)

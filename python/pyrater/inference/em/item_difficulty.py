@@ -43,8 +43,12 @@ The non-adversarial constraint ``logit_sens + logit_spec > 0`` is kept
 strictly: the start is moved onto it and every rater step stops short of its
 boundary, so a mode on the boundary is approached from inside, as Stan's
 optimiser does on its unconstrained scale.  It also fixes the labelling
-(sensitivity plus specificity above 1: the classes are not swapped); the
-default start, the soft majority vote, begins in that labelling.
+(sensitivity plus specificity above 1: the classes are not swapped): a start
+(the soft majority vote by default, a random restart, your own array) whose
+raters come out adversarial on the whole (``logit_sens + logit_spec`` below 0
+on average over the ratings) is the mirror image of a non-adversarial one, and
+its classes are swapped before EM begins (unless known classes anchor the
+labels).
 
 References
 ----------
@@ -161,6 +165,13 @@ def _m_step(
         shift_step(st, pr)
 
 
+def _adversarial_start(cells: Cells, T0: np.ndarray, weight: np.ndarray, model: ItemDifficulty, pr: ItemPriors) -> bool:
+    """True when the raters' start logits (before projection) have ``logit_sens + logit_spec < 0`` on average."""
+    st = state_from_classes(cells, T0, weight, model, pr, project=False)
+    n = np.bincount(cells.rater, weights=cells.count, minlength=cells.n_raters)
+    return bool(n @ (st.logit_sens + st.logit_spec) < 0)
+
+
 def _objective(ll: np.ndarray, weight: np.ndarray, st: ItemState, pr: ItemPriors) -> tuple[float, float]:
     """(log-likelihood, objective): the objective adds the log prior EM uses."""
     total = float(weight @ ll)
@@ -187,6 +198,10 @@ def _run(
     and no parameter by more than ``param_tol``; plain iterations finish the
     run by the stopping rule.  ``max_iter`` counts E-steps.
     """
+    if pr.non_adversarial and known is None and _adversarial_start(cells, T0, weight, model, pr):
+        # the labelling convention of the constraint: a start whose raters are adversarial on the whole is
+        # the mirror image of one whose raters are not (swap the classes), not a start to press against it
+        T0 = np.ascontiguousarray(T0[:, ::-1])
     st = state_from_classes(cells, T0, weight, model, pr)
     lp = [class_log_probs(cells, st, k) for k in (0, 1)]
     _m_step(cells, st, T0, weight, lp, pr, FIRST_CYCLES)

@@ -673,13 +673,19 @@ def shift_step(st: ItemState, pr: ItemPriors) -> None:
 
 
 def state_from_classes(
-    cells: Cells, T: np.ndarray, weight: np.ndarray, model: Any, pr: ItemPriors, margin: float = 0.5
+    cells: Cells,
+    T: np.ndarray,
+    weight: np.ndarray,
+    model: Any,
+    pr: ItemPriors,
+    margin: float = 0.5,
+    project: bool = True,
 ) -> ItemState:
     """Starting parameters from class probabilities ``T`` (I, 2).
 
     Each rater's logits are the smoothed logits of its agreement with ``T``
     (``(right + 0.5) / (n + 1)`` per class), moved onto ``logit_sens +
-    logit_spec >= margin`` when the model is non-adversarial; the items start
+    logit_spec >= margin`` when the model is non-adversarial (and ``project``); the items start
     at difficulty 0, discrimination 1 and guessing 0.05.
     """
     J, I = cells.n_raters, cells.n_items
@@ -693,7 +699,7 @@ def state_from_classes(
         p = (r + 0.5) / (n + 1.0)
         logits.append(np.log(p) - np.log1p(-p))
     spec, sens = logits
-    if pr.non_adversarial:
+    if pr.non_adversarial and project:
         short = np.maximum(0.0, margin - (spec + sens)) / 2.0
         spec, sens = spec + short, sens + short
     return ItemState(
