@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -273,7 +273,7 @@ def em_item_difficulty(
     tol: float = 1e-8,
     max_iter: int = 5000,
     seed: int | np.random.Generator | None = None,
-    data_format: str = "long",
+    data_format: Literal["long", "wide", "grouped"] = "long",
     progress: bool = False,
     backend: str = "auto",
     acceleration: str = "auto",

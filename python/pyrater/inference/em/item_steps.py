@@ -137,7 +137,8 @@ class ItemState:
 
     def copy(self) -> ItemState:
         """A deep copy."""
-        return replace(self, **{k: (None if v is None else v.copy()) for k, v in self.__dict__.items()})
+        fields: dict[str, Any] = {k: (None if v is None else v.copy()) for k, v in self.__dict__.items()}
+        return replace(self, **fields)
 
     def flat(self) -> np.ndarray:
         """Every parameter in one vector (the stopping rule's parameter change)."""
@@ -363,6 +364,9 @@ def rater_step(
     step = []
     old_q = np.zeros((2, J))
     for k in (0, 1):
+        G: np.ndarray
+        H: np.ndarray
+        F: np.ndarray
         if cells.kernel is not None:
             G, H, F = np.zeros(J), np.zeros(J), np.zeros(J)
             cells.kernel.rater_sums(
@@ -434,7 +438,7 @@ def rater_step(
                 _merge(log_probs[k], lp[k], ok[k][rater], idx)
         todo &= ~ok
         t = t / 2.0
-        idx = np.flatnonzero(todo.any(axis=0)[cells.rater])
+        idx = np.flatnonzero(np.any(todo, axis=0)[cells.rater])
 
 
 def _merge(target: np.ndarray, values: np.ndarray, sel: np.ndarray, idx: np.ndarray | None) -> None:
