@@ -248,3 +248,18 @@ def test_bad_input_gives_clear_errors(small):
     pyrater.em(small.data, VARIANTS["1PL"], init=init, max_iter=5)
     np.testing.assert_array_equal(init, before[0])
     np.testing.assert_array_equal(small.data.counts.toarray(), before[1])
+
+
+def test_a_rater_without_ratings_gets_the_prior_under_map_and_is_flagged_under_ml(small):
+    wide = small.data.to_wide()
+    wide["ghost"] = np.nan
+    data = RatingData.from_wide(wide)
+    assert data.n_raters == 6
+    fit = pyrater.em(data, VARIANTS["2PL"], method="map")
+    pri = fit.model.priors(2, 6)
+    # the ghost's logits sit at its prior's mode but for the common shift every logit and difficulty shares
+    shift = fit.model_params["logit_sens"][-1] - pri["sens_prior"][0]
+    assert fit.model_params["logit_spec"][-1] - pri["spec_prior"][0] == pytest.approx(shift, abs=1e-6)
+    assert not fit.empty_rows.any()
+    ml = pyrater.em(data, VARIANTS["2PL"], method="ml")
+    assert ml.empty_rows[-1].all() and not ml.empty_rows[:-1].any()

@@ -424,6 +424,10 @@ def em_item_difficulty(
     st: ItemState = res["state"]
     se, sp_ = 1.0 / (1.0 + np.exp(-st.logit_sens)), 1.0 / (1.0 + np.exp(-st.logit_spec))
     theta = np.stack([np.stack([sp_, 1 - sp_], -1), np.stack([1 - se, se], -1)], axis=1)
+    # ML: a rater without ratings has no estimate (its logits stay at the start), as Dawid-Skene's empty rows
+    empty = np.zeros((J, 2), dtype=bool)
+    if method == "ml":
+        empty[np.bincount(cells.rater, weights=cells.count, minlength=J) <= 0] = True
     all_priors = model.priors(2, J)
     used = all_priors if method == "map" else {k: all_priors[k] for k in _ITEM_PRIORS}
     return ItemDifficultyEMFit(
@@ -440,7 +444,7 @@ def em_item_difficulty(
         log_posterior=float(trace[-1]) if method == "map" else None,
         objective="log_posterior" if method == "map" else "penalised_log_likelihood",
         priors=used,
-        empty_rows=np.zeros((J, 2), dtype=bool),
+        empty_rows=empty,
         restart_objectives=finals,
         best_run=best,
         n_fitted_units=I,
