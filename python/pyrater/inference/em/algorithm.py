@@ -468,7 +468,11 @@ def em(
         copies or spam, :class:`pyrater.MACE`), ``"pooled"`` (raters' rows around learned population
         rows; MAP only), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
-        not supported by EM.
+        not supported by EM.  ``"item_difficulty"`` (binary, per-item
+        parameters) is fitted by its own generalised EM
+        (:mod:`pyrater.inference.em.item_difficulty`: block-Newton M-steps,
+        SQUAREM; ``method="ml"`` keeps the item parameters' priors); it takes
+        ``compress``, ``n_threads`` and ``mode_scale`` at their defaults only.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)

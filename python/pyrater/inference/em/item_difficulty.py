@@ -14,9 +14,17 @@ M-step
     ``(logit_spec, logit_sens)``, then one on every item's (difficulty,
     discrimination, guessing), each vectorised over raters / items with
     analytic gradients and Hessians and accepted per unit only where that
-    unit's term does not fall (:mod:`pyrater.inference.em.item_steps`).  The
-    first M-step, from the starting class probabilities, runs
-    ``FIRST_CYCLES`` such cycles.
+    unit's term does not fall (:mod:`pyrater.inference.em.item_steps`), then
+    one closed-form step moving every difficulty and rater logit by the same
+    amount (the likelihood does not see it; the priors fix it).  The first
+    M-step, from the starting class probabilities, runs ``FIRST_CYCLES`` such
+    cycles.  The passes over the cells are compiled by numba
+    (:mod:`pyrater.inference.em.item_kernel`; ``backend="scipy"`` runs the
+    numpy reference).
+Acceleration
+    SQUAREM cycles (:mod:`pyrater.inference.em.item_squarem`) jump along the
+    path of this map, keeping a jump only uphill; plain iterations finish the
+    run by the stopping rule of :class:`pyrater.inference.em.convergence.Convergence`.
 
 Every M-step raises (or keeps) the expected complete-data objective, so the
 observed-data objective never falls (a generalised EM, Dempster, Laird &
