@@ -107,6 +107,26 @@ def test_the_mode_is_a_stationary_point(small):
         assert (grads[0] - grads[1]) / 2e-5 == pytest.approx(0.0, abs=1e-3), name
 
 
+@pytest.mark.parametrize("variant", ["1PL", "3PL"])
+def test_numba_and_numpy_passes_and_plain_and_squarem_runs_agree(small, variant):
+    model = VARIANTS[variant]
+    with warnings.catch_warnings():  # 30 iterations only: the same path, not to convergence
+        warnings.simplefilter("ignore", pyrater.EMConvergenceWarning)
+        plain = {
+            b: pyrater.em(small.data, model, backend=b, acceleration="none", max_iter=30) for b in ("numba", "scipy")
+        }
+    assert plain["numba"].backend == "numba" and plain["scipy"].backend == "scipy"
+    np.testing.assert_allclose(plain["numba"].log_lik_trace, plain["scipy"].log_lik_trace, rtol=1e-10)
+    for name, value in plain["numba"].model_params.items():
+        np.testing.assert_allclose(value, plain["scipy"].model_params[name], atol=1e-8, err_msg=name)
+    fast = pyrater.em(small.data, model, tol=1e-12, param_tol=1e-8)
+    slow = pyrater.em(small.data, model, acceleration="none", tol=1e-12, param_tol=1e-8)
+    assert fast.convergence["squarem_jumps"] > 0 and slow.convergence["squarem_cycles"] == 0
+    assert fast.convergence["e_steps"] < slow.convergence["e_steps"]
+    assert fast.log_posterior == pytest.approx(slow.log_posterior, abs=1e-8)
+    np.testing.assert_allclose(fast.class_probs, slow.class_probs, atol=1e-6)
+
+
 # ------------------------------------------------------------------ recovery
 def test_recovers_simulated_truth_near_the_oracle():
     """2PL truth: classes near the oracle's (every true parameter known), raters and prevalence close."""
@@ -245,7 +265,8 @@ def test_bad_input_gives_clear_errors(small):
     # the user's data and init are not modified
     init = soft_majority_vote(small.data.counts, 2)
     before = (init.copy(), small.data.counts.toarray().copy())
-    pyrater.em(small.data, VARIANTS["1PL"], init=init, max_iter=5)
+    with pytest.warns(pyrater.EMConvergenceWarning):
+        pyrater.em(small.data, VARIANTS["1PL"], init=init, max_iter=5)
     np.testing.assert_array_equal(init, before[0])
     np.testing.assert_array_equal(small.data.counts.toarray(), before[1])
 
