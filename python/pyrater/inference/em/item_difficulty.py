@@ -204,7 +204,8 @@ def _run(
     With ``accelerate``, SQUAREM cycles (:mod:`pyrater.inference.em.item_squarem`)
     come first, until one changes the objective by at most ``tol`` (relative)
     and no parameter by more than ``param_tol``; plain iterations finish the
-    run by the stopping rule.  ``max_iter`` counts E-steps.
+    run by the stopping rule.  ``max_iter`` bounds the kept iterations (``n_iter``); the
+    rejected SQUAREM jumps are E-steps too (``convergence["e_steps"]``).
     """
     if pr.non_adversarial and known is None and _adversarial_start(cells, T0, weight, model, pr):
         # the labelling convention of the constraint: a start whose raters are adversarial on the whole is
