@@ -16,10 +16,14 @@ which interact only through the non-adversarial constraint) and one per item
 (difficulty, discrimination, guessing).  The M-step
 (:func:`rater_step`, :func:`item_step`) takes one safeguarded Newton step per
 rater and per item with analytic gradients and Hessians (vectorised over
-raters / items with :func:`numpy.bincount`), halving the step of every unit
-whose own term would not increase: each block update never lowers the
-expected complete-data log posterior, so EM with this M-step is a generalised
-EM, monotone in the objective.
+raters / items; the sums over cells are the numba passes of
+:mod:`pyrater.inference.em.item_kernel`, or :func:`numpy.bincount` in the
+numpy reference), halving the step of every unit whose own term would not
+increase; :func:`shift_step` then moves every difficulty and rater logit by
+the same amount, exactly to the prior's optimum along that direction (the
+likelihood is flat along it).  No block update lowers the expected
+complete-data log posterior, so EM with this M-step is a generalised EM,
+monotone in the objective.
 
 Parameter scales: the discrimination is updated on its log ``u = log delta``
 and the guessing on its own scale in ``[0, 1)`` (a projected Newton step: a
@@ -50,6 +54,8 @@ __all__ = [
     "rater_step",
     "item_step",
     "pi_step",
+    "shift_step",
+    "state_from_classes",
 ]
 
 #: largest guessing parameter a step may reach (the log density of a wrong rating is -inf at 1)
