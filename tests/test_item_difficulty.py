@@ -37,7 +37,8 @@ def test_model_object_variants_and_registry():
     assert isinstance(pyrater.get_model("item_difficulty"), ItemDifficulty)
     assert ItemDifficulty().variant == "3PL" and ItemDifficulty(guessing=False).variant == "2PL"
     assert ItemDifficulty(discrimination=False, guessing=False).variant == "1PL"
-    assert ItemDifficulty.methods == ("mcmc", "optimize", "pathfinder") and ItemDifficulty.conjugate is None
+    assert ItemDifficulty.methods == ("mcmc", "optimize", "pathfinder", "em") and ItemDifficulty.conjugate is None
+    assert "em" not in ItemDifficulty.auto_methods  # EM compares families by K-fold: only when named
     priors = ItemDifficulty().priors(2, 3)
     assert priors["sens_prior"].tolist() == [1.0, 2.0] and priors["discrimination_scale"] == 0.25
 

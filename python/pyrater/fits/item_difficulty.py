@@ -31,6 +31,7 @@ from ..models import Model
 from ..models.item_difficulty import item_log_joint
 from .base import Fit
 from .draws import DrawsFit, safe_log
+from .em import EMFit
 from .mcmc import MCMCFit
 from .optimize import OptimizeFit
 from .pathfinder import PathfinderFit
@@ -40,6 +41,7 @@ __all__ = [
     "ItemDifficultyMCMCFit",
     "ItemDifficultyPathfinderFit",
     "ItemDifficultyOptimizeFit",
+    "ItemDifficultyEMFit",
     "fit_class",
     "parameter_draws",
     "condition_on_known",
@@ -239,7 +241,38 @@ class ItemDifficultyOptimizeFit(ItemLevelMixin, OptimizeFit):
         return self._item_probs
 
 
+class ItemDifficultyEMFit(ItemLevelMixin, EMFit):
+    """An item-difficulty model fitted by EM (the fields of :class:`~pyrater.fits.em.EMFit`).
+
+    ``model_params`` holds ``logit_sens``, ``logit_spec`` (J,) and
+    ``difficulty`` (and ``discrimination``, ``guessing`` where the variant
+    has them) (I,); ``theta`` each rater's error matrix on an item of
+    difficulty 0, discrimination 1 and no guessing; ``class_probs`` the
+    per-item class probabilities at the estimate.  ``method="em_ml"`` is
+    maximum likelihood in pi and the raters with the item parameters at their
+    penalised mode (:mod:`pyrater.inference.em.item_difficulty`).
+    """
+
+    def _values(self) -> tuple[Mapping[str, Any], int]:
+        return {"pi": self.pi, **(self.model_params or {})}, 0
+
+    def _class_probs(self) -> np.ndarray:
+        return self.class_probs
+
+    def _objective_name(self) -> str:
+        if self.method == "em_ml":
+            return "maximum likelihood in pi and the raters, item parameters at their penalised mode"
+        return "posterior mode (the density Stan's optimizer maximises, without Jacobian)"
+
+    def _summary_info(self) -> dict[str, Any]:
+        info = super()._summary_info()
+        info["algorithm"] = "generalised EM (block Newton M-steps), " + self._objective_name()
+        info["variant"] = getattr(self.model, "variant", "")
+        return info
+
+
 _FIT_CLASSES: dict[tuple[str, type[Fit]], type[Fit]] = {
+    ("item_difficulty", EMFit): ItemDifficultyEMFit,
     ("item_difficulty", MCMCFit): ItemDifficultyMCMCFit,
     ("item_difficulty", PathfinderFit): ItemDifficultyPathfinderFit,
     ("item_difficulty", OptimizeFit): ItemDifficultyOptimizeFit,

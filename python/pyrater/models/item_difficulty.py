@@ -12,7 +12,9 @@ and priors follow the authors' Stan programs
 (github.com/bob-carpenter/crowdsource-computo): ``logit_sens ~ N(1, 2)``,
 ``logit_spec ~ N(2, 2)``, ``difficulty ~ N(0, 1)``, ``delta ~ lognormal(0,
 0.25)``, ``pi ~ Dirichlet(2, 2)``; guessing ``~ Beta(1, 9)`` here.  Stan
-program ``stan/item_difficulty.stan``; binary only.
+program ``stan/item_difficulty.stan``; binary only.  EM (``method="em"``,
+:func:`pyrater.em`) runs the family's own generalised EM
+(:mod:`pyrater.inference.em.item_difficulty`).
 
 Per-item parameters make the rating-pattern compression of grouped data
 invalid: grouped data is expanded to one unit per item before fitting
@@ -107,7 +109,9 @@ class ItemDifficulty(ModelFamily):
     guessing_prior: Any = None
     name: ClassVar[str] = "item_difficulty"
     title: ClassVar[str] = "Item difficulty (Han-Adiguzel-Carpenter)"
-    methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder")
+    methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em")
+    #: ``pyrater.fit(data, "auto")`` (EM, compared by K-fold) tries it only when named as a candidate
+    auto_methods: ClassVar[tuple[str, ...] | None] = ("mcmc", "optimize", "pathfinder")
     conjugate: ClassVar[str | None] = None
     item_level: ClassVar[bool] = True
 

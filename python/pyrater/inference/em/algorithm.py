@@ -468,7 +468,11 @@ def em(
         copies or spam, :class:`pyrater.MACE`), ``"pooled"`` (raters' rows around learned population
         rows; MAP only), or a model object from
         :mod:`pyrater.models` carrying its priors.  The hierarchical model is
-        not supported by EM.
+        not supported by EM.  ``"item_difficulty"`` (binary, per-item
+        parameters) is fitted by its own generalised EM
+        (:mod:`pyrater.inference.em.item_difficulty`: block-Newton M-steps,
+        SQUAREM; ``method="ml"`` keeps the item parameters' priors); it takes
+        ``compress``, ``n_threads`` and ``mode_scale`` at their defaults only.
     method : {"ml", "map"}
         Maximum likelihood, or the posterior mode under the model's priors
         (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
@@ -609,6 +613,34 @@ def em(
     """
     from ..distributed import is_distributed
 
+    family = get_model(model)
+    if family.item_level:  # per-item parameters: the family's own generalised EM
+        if is_distributed(data):
+            raise ValueError(
+                f"the {family.title} model has per-item parameters and is fitted by in-memory EM only; "
+                "collect the ratings into a RatingData or pandas DataFrame first"
+            )
+        from .item_difficulty import em_item_difficulty
+
+        return em_item_difficulty(
+            data,
+            family,  # type: ignore[arg-type]
+            method,
+            known=known,
+            init=init,
+            n_restarts=n_restarts,
+            tol=tol,
+            max_iter=max_iter,
+            seed=seed,
+            data_format=data_format,
+            progress=progress,
+            compress=compress,
+            backend=backend,
+            n_threads=n_threads,
+            param_tol=param_tol,
+            mode_scale=mode_scale,
+            acceleration=acceleration,
+        )
     if is_distributed(data):  # a Dask DataFrame or DistributedRatingData: EM on the cluster
         from ..distributed.em import em as distributed_em
 

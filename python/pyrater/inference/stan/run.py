@@ -315,7 +315,7 @@ def _em_start(data: RatingData, model: Model, known: Any, seed: int) -> dict[str
     """
     from ..em.algorithm import em
 
-    if "em" not in model.methods:
+    if "em" not in model.methods or model.item_level:  # no (pi, theta) start for per-item parameters
         return None
     try:
         ref = em(data, model, method="map", known=known, n_restarts=5, seed=seed)
