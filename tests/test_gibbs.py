@@ -541,3 +541,17 @@ def test_large_fits_check_split_rhat_at_fit_time_and_defer_the_rank_table(small,
     # chains stopped before warm-up: the cheap check warns and names the statistic
     with pytest.warns(RuntimeWarning, match="split-Rhat"):
         gibbs(small.data, "dawid_skene", chains=4, warmup=0, draws=4, seed=3)
+
+
+def test_a_single_chain_is_told_to_run_more_chains_not_longer_ones():
+    from pyrater.fits.draws import SINGLE_CHAIN, problems_message
+
+    sim = pyrater.simulate("dawid_skene", 60, 4, n_categories=2, seed=1)
+    with pytest.warns(RuntimeWarning) as record:
+        pyrater.fit(sim.data, method="gibbs", chains=1, warmup=50, draws=50, seed=1, progress=False)
+    messages = [str(w.message) for w in record if "MCMC problems" in str(w.message)]
+    assert messages == ["MCMC problems: Rhat needs at least 2 chains. Run chains >= 2 to check convergence."]
+    # with another problem beside it, the advice names both remedies
+    both = problems_message([SINGLE_CHAIN, "2 divergent transitions"])
+    assert "chains >= 2" in both and "longer chains" in both and "2 divergent transitions" in both
+    assert problems_message(["max Rhat 1.2 > 1.01"]).endswith("Run longer chains or check the model/priors.")

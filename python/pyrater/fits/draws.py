@@ -45,6 +45,23 @@ from .base import DEFAULT_PROB, Fit, parameter_names, var_dims
 
 __all__ = ["DrawsFit", "RHAT_THRESHOLD", "safe_log"]
 
+#: the problem a single chain reports: no Rhat
+SINGLE_CHAIN = "Rhat needs at least 2 chains"
+
+
+def problems_message(problems: list[str]) -> str:
+    """The text of the "MCMC problems" warning, with advice that fits the problems.
+
+    A single chain alone asks for more chains (longer chains would not give an
+    Rhat); anything else for longer chains or another look at the model.
+    """
+    if problems == [SINGLE_CHAIN]:
+        return f"MCMC problems: {SINGLE_CHAIN}. Run chains >= 2 to check convergence."
+    advice = "Run longer chains or check the model/priors."
+    if SINGLE_CHAIN in problems:
+        advice = "Run chains >= 2 and longer chains, or check the model/priors."
+    return "MCMC problems: " + "; ".join(problems) + ". " + advice
+
 
 def _quantile_name(q: float) -> str:
     """Column name of the ``q`` quantile: ``"5%"``, ``"95%"``."""
@@ -365,14 +382,14 @@ class DrawsFit(Fit):
             table.attrs[key] = float(reduce(finite)) if finite.size else float("nan")
         problems = []
         if self.n_chains < 2:
-            problems.append("Rhat needs at least 2 chains")
+            problems.append(SINGLE_CHAIN)
         if table.attrs["max_rhat"] > RHAT_THRESHOLD:
             worst = table["rhat"].idxmax()
             problems.append(f"max Rhat {table.attrs['max_rhat']:.3f} > {RHAT_THRESHOLD} (at {worst})")
         problems += self._sampler_problems(table)
         if warn and problems:
             warnings.warn(
-                "MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
+                problems_message(problems),
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
             )

@@ -38,7 +38,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .._stacklevel import user_stacklevel
 from .base import parameter_names
-from .draws import RHAT_THRESHOLD, DrawsFit
+from .draws import RHAT_THRESHOLD, SINGLE_CHAIN, DrawsFit, problems_message
 
 __all__ = ["GibbsFit", "label_switching", "SWITCH_RATIO"]
 
@@ -180,7 +180,7 @@ class GibbsFit(DrawsFit):
         finite = rhat[np.isfinite(rhat)]
         problems = []
         if C < 2:
-            problems.append("Rhat needs at least 2 chains")
+            problems.append(SINGLE_CHAIN)
         elif finite.size and finite.max() > RHAT_THRESHOLD:
             pi_names, theta_names = parameter_names(self.data)
             worst = (pi_names + theta_names)[int(np.nanargmax(rhat))]
@@ -191,7 +191,7 @@ class GibbsFit(DrawsFit):
             )
         if problems:
             warnings.warn(
-                "MCMC problems: " + "; ".join(problems) + ". Run longer chains or check the model/priors.",
+                problems_message(problems),
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
             )
