@@ -25,9 +25,11 @@
 // rating patterns: the data layout is that of dawid_skene.stan (a unit is an
 // item, weight 1, or a distinct rating pattern, weight = its tally), and the
 // log likelihood is sum_i weight[i] * log p(y_i).  Everything is computed in
-// log space: the log probability of every (node, rater, rating) cell, the
-// per-unit sums as a product with the dense (units x (rater, rating)) count
-// matrix, then log_sum_exp over the nodes and the classes.
+// log space: the log probability of every (node, rater, rating) cell (eta
+// once per (difficulty, discrimination) pair: consecutive nodes that differ
+// only in the guessing share it), the per-unit sums plus the log weights as
+// one product with the dense (units x (rater, rating)) count matrix, then
+// log_sum_exp over the nodes and the classes.
 //
 // Priors on the remaining parameters, and the non-adversarial constraint, are
 // those of item_difficulty.stan (every normalising constant kept).  The
@@ -35,24 +37,29 @@
 // fixed parameter has one value at every node (delta = 1, gamma = 0).
 functions {
   // log p(y_u | z_u = class of `ability`) for every unit: the nodes integrated out.
-  //   C: (I x 2J) dense counts; col 2j-1 = rating code 0 of rater j, col 2j = code 1
+  //   Cw: (I x (2J + 1)) dense counts; col 2j-1 = rating code 0 of rater j, col 2j = code 1; last col 1
   //   right: rating code (0 or 1) that is right for this class
-  vector unit_class_log_lik(vector ability, int right, data matrix C, data vector node_difficulty,
-                            data vector node_discrimination, data vector log1m_guessing,
+  //   pair: the (difficulty, discrimination) pair of each node, whose eta the nodes of the guessing share
+  // The last row of the (2J + 1) x Q matrix of cell log probabilities holds the nodes' log weights, so
+  // one matrix product gives log(w_q) + log p(y_u | class, node q) for every unit and node.
+  vector unit_class_log_lik(vector ability, int right, data matrix Cw, data vector pair_difficulty,
+                            data vector pair_discrimination, data array[] int pair, data vector log1m_guessing,
                             data row_vector node_log_weight) {
-    int Q = rows(node_difficulty);
+    int Q = rows(log1m_guessing);
     int J = rows(ability);
-    int I = rows(C);
-    matrix[Q, 2 * J] lp;  // log P(rating | class, node, rater)
+    int I = rows(Cw);
+    matrix[2 * J + 1, Q] lp;  // log P(rating | class, node, rater); last row: log weights
     for (j in 1:J) {
-      vector[Q] wrong = log1m_guessing + log1m_inv_logit(node_discrimination .* (ability[j] - node_difficulty));
-      lp[ : , 2 * j - 1 + right] = log1m_exp(wrong);
-      lp[ : , 2 * j - right] = wrong;
+      vector[rows(pair_difficulty)] miss = log1m_inv_logit(pair_discrimination .* (ability[j] - pair_difficulty));
+      row_vector[Q] wrong = (log1m_guessing + miss[pair])';
+      lp[2 * j - 1 + right] = log1m_exp(wrong);
+      lp[2 * j - right] = wrong;
     }
-    matrix[I, Q] unit_node = C * lp';
+    lp[2 * J + 1] = node_log_weight;
+    matrix[I, Q] unit_node = Cw * lp;
     vector[I] out;
     for (i in 1:I) {
-      out[i] = log_sum_exp(unit_node[i] + node_log_weight);
+      out[i] = log_sum_exp(unit_node[i]);
     }
     return out;
   }
@@ -106,10 +113,27 @@ data {
   int<lower=0, upper=1> write_log_lik;      // 1: write the per-unit log_lik in generated quantities
 }
 transformed data {
-  matrix[I, J * K] C = csr_to_dense_matrix(I, J * K, w, v, u);
+  // dense counts with a column of ones (it picks up the nodes' log weights in the product)
+  matrix[I, J * K + 1] Cw = append_col(csr_to_dense_matrix(I, J * K, w, v, u), rep_vector(1, I));
   vector[I] weight_v = to_vector(weight);
   vector[Q] log1m_guessing = log1m(node_guessing);
   row_vector[Q] lw = node_log_weight';
+  // the distinct (difficulty, discrimination) pairs of the nodes: eta = delta (ability - beta) per pair
+  array[Q] int pair;
+  int n_pair = 0;
+  for (q in 1:Q) {
+    if (q == 1 || node_difficulty[q] != node_difficulty[q - 1]
+        || node_discrimination[q] != node_discrimination[q - 1]) {
+      n_pair += 1;
+    }
+    pair[q] = n_pair;
+  }
+  vector[n_pair] pair_difficulty;
+  vector[n_pair] pair_discrimination;
+  for (q in 1:Q) {
+    pair_difficulty[pair[q]] = node_difficulty[q];
+    pair_discrimination[pair[q]] = node_discrimination[q];
+  }
   if (abs(log_sum_exp(node_log_weight)) > 1e-8) {
     reject("the quadrature weights must sum to 1 (log_sum_exp(node_log_weight) = 0)");
   }
@@ -137,8 +161,8 @@ model {
     target += -J * log_non_adversarial;  // the truncated prior's normalising constant
   }
   {
-    vector[I] ll_neg = unit_class_log_lik(logit_spec, 0, C, node_difficulty, node_discrimination, log1m_guessing, lw);
-    vector[I] ll_pos = unit_class_log_lik(logit_sens, 1, C, node_difficulty, node_discrimination, log1m_guessing, lw);
+    vector[I] ll_neg = unit_class_log_lik(logit_spec, 0, Cw, pair_difficulty, pair_discrimination, pair, log1m_guessing, lw);
+    vector[I] ll_pos = unit_class_log_lik(logit_sens, 1, Cw, pair_difficulty, pair_discrimination, pair, log1m_guessing, lw);
     target += dot_product(weight_v, unit_log_lik(log(pi), ll_neg, ll_pos, known));
   }
 }
@@ -151,8 +175,8 @@ generated quantities {
     theta[j, 2] = [1 - inv_logit(logit_sens[j]), inv_logit(logit_sens[j])]';
   }
   if (write_log_lik) {
-    vector[I] ll_neg = unit_class_log_lik(logit_spec, 0, C, node_difficulty, node_discrimination, log1m_guessing, lw);
-    vector[I] ll_pos = unit_class_log_lik(logit_sens, 1, C, node_difficulty, node_discrimination, log1m_guessing, lw);
+    vector[I] ll_neg = unit_class_log_lik(logit_spec, 0, Cw, pair_difficulty, pair_discrimination, pair, log1m_guessing, lw);
+    vector[I] ll_pos = unit_class_log_lik(logit_sens, 1, Cw, pair_difficulty, pair_discrimination, pair, log1m_guessing, lw);
     log_lik = unit_log_lik(log(pi), ll_neg, ll_pos, known);
   }
 }

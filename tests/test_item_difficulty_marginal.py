@@ -187,7 +187,9 @@ def test_stan_density_and_log_lik_match_the_quadrature(stan_engine, variant):
         np.testing.assert_allclose(gq["log_lik"], ll, rtol=1e-10)
         # the same on the distinct rows, weighted (what the fits run)
         dc, inverse = compress_stan_data(d)
-        assert dc["I"] == data.n_units - 1
+        keyed = np.column_stack([data.counts.toarray(), d["known"]])
+        assert dc["I"] == len(np.unique(keyed, axis=0)) and (known_arg is not None or dc["I"] < data.n_units)
+        np.testing.assert_array_equal(keyed[np.unique(inverse, return_index=True)[1]][inverse], keyed)
         lpc = stan_engine.log_prob("item_difficulty_marginal", dc, p, jacobian=False)
         assert lpc == pytest.approx(lp, rel=1e-12)
         np.testing.assert_allclose(
