@@ -6,7 +6,7 @@
   for several node counts.
 * NUTS (4 chains, ``--warmup`` / ``--draws`` each) of the marginal model
   (``ItemDifficulty(item_effects="marginal")``), Dawid-Skene and the
-  class-conditional model on the grouped caries data (32 patterns of 3,869
+  class-conditional model on the grouped caries data (32 patterns of 3,859
   items): wall time, divergences, max R-hat.
 * The vote-count posterior predictive check (``vote_histogram``: items with
   0..5 positive votes), ``"new_items"`` design, 1,000 replicates: does the

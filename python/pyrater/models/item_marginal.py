@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy.special import log_expit, logsumexp, roots_hermitenorm, roots_jacobi
 
@@ -235,25 +236,28 @@ def marginal_log_joint(
     return logsumexp(nl + rule.log_weight[None, None, :, None], axis=2) + log_pi[:, None, :]
 
 
-def distinct_rows(counts: sp.csr_matrix, known: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def distinct_rows(counts: sp.spmatrix, known: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of a count matrix (with the same known class): ``(first, inverse)``.
 
     ``counts[first[inverse]]`` equals ``counts`` row for row; rows are
-    numbered in order of first appearance.
+    numbered in order of first appearance.  Rows are compared exactly (each
+    row's sorted (column, count) entries and known class as one byte string).
     """
-    from ..inference.em.compress import compress_rows
-
-    c = counts.tocsr(copy=True)
+    c = sp.csr_matrix(counts, copy=True)
     c.sum_duplicates()
+    c.eliminate_zeros()
     c.sort_indices()
-    found = compress_rows(c, np.ones(c.shape[0]), None if known is None else np.asarray(known))
-    if found is None:  # pragma: no cover - a 64-bit hash collision: exact but slower route
-        dense = c.toarray()
-        if known is not None:
-            dense = np.column_stack([dense, np.asarray(known)])
-        _, first, inverse = np.unique(dense, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        relabel = np.empty(first.size, dtype=np.int64)
-        relabel[order] = np.arange(first.size)
-        return first[order].astype(np.int64), relabel[inverse.ravel()]
-    return found
+    base = int(c.data.max()) + 1 if c.nnz else 1
+    code = c.indices.astype(np.int64) * base + c.data.astype(np.int64)
+    if known is None:
+        keys = [code[a:b].tobytes() for a, b in zip(c.indptr[:-1], c.indptr[1:])]
+    else:
+        kn = np.asarray(known, dtype=np.int64)
+        keys = [
+            code[a:b].tobytes() + kn[i : i + 1].tobytes() for i, (a, b) in enumerate(zip(c.indptr[:-1], c.indptr[1:]))
+        ]
+    inverse, uniques = pd.factorize(pd.Series(keys, dtype=object))
+    inverse = inverse.astype(np.int64)
+    first = np.full(len(uniques), c.shape[0], dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(c.shape[0], dtype=np.int64))
+    return first, inverse
