@@ -226,6 +226,7 @@ def _cmdstan(engine) -> None:
 
 
 @pytest.mark.stan
+@pytest.mark.slow  # two NUTS fits of 4 chains (the per-item one with 60 x 3 item parameters): ~1-3 min
 def test_marginal_posterior_agrees_with_per_item_nuts(sim, stan_engine):
     _cmdstan(stan_engine)
     kw = dict(method="mcmc", chains=4, warmup=300, draws=400, seed=5, engine=stan_engine.name, progress=False)
