@@ -16,7 +16,10 @@ program ``stan/item_difficulty.stan``; binary only.
 
 Per-item parameters make the rating-pattern compression of grouped data
 invalid: grouped data is expanded to one unit per item before fitting
-(:meth:`ItemDifficulty.prepare_data`).  The numpy log joint
+(:meth:`ItemDifficulty.prepare_data`).  ``item_effects="marginal"``
+integrates the item parameters out by quadrature instead
+(:mod:`pyrater.models.item_marginal`, ``stan/item_difficulty_marginal.stan``),
+which restores the compression.  The numpy log joint
 (:func:`item_log_joint`) serves the class probabilities, ``log_lik`` and
 posterior prediction of the fits.
 """

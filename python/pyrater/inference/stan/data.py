@@ -22,7 +22,8 @@ name               type                        meaning
 ``beta1, beta2``   float array (K,) or float   Beta prior on accuracies (class-conditional
                                                (K,); one-coin, scalars); on competences (MACE)
 ``gamma``          float array (K,)            Dirichlet prior on spamming distributions (MACE)
-(item_difficulty)  see its program             variant switches and priors
+(item_difficulty)  see its program             variant switches and priors; the marginal
+                                               variant's quadrature rule (``Q``, ``node_*``)
 ``write_log_lik``  int 0/1                     write the per-unit ``log_lik``
 =================  ==========================  =========================================
 
