@@ -249,6 +249,13 @@ def test_bad_input_gives_clear_errors(small):
         pyrater.em(small.data, ItemDifficulty(), init=np.ones((10, 2)))
     with pytest.raises(ValueError, match="backend must be one of"):
         pyrater.em(small.data, ItemDifficulty(), backend="cuda")
+    # the marginal variant (item parameters integrated out) is a Stan model: EM refuses it by name
+    for call in (
+        lambda: pyrater.em(small.data, ItemDifficulty(item_effects="marginal")),
+        lambda: pyrater.fit(small.data, ItemDifficulty(item_effects="marginal"), method="em"),
+    ):
+        with pytest.raises(ValueError, match="item_effects='marginal'.*runs in Stan"):
+            call()
     for name, value in (("compress", True), ("n_threads", 2)):
         with pytest.raises(ValueError, match=f"{name}=.* is not available for the Item difficulty"):
             pyrater.em(small.data, ItemDifficulty(), **{name: value})

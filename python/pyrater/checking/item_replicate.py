@@ -13,7 +13,11 @@ with the rater's logit sensitivity (positive class) or specificity
   ``discrimination ~ lognormal(0, scale)``, ``guessing ~ Beta(a, b)``).
 
 Items of a user design that are not in the data are new items in either
-design.  Called by :func:`pyrater.checking.replicate.replicates`.
+design.  The marginal variant (item parameters integrated out) has no
+item-parameter draws: under ``"same_items"`` an observed item draws its class
+and item parameters jointly from their posterior given its ratings and draw
+``s``, on the quadrature nodes (whose posterior weights approximate it).
+Called by :func:`pyrater.checking.replicate.replicates`.
 """
 
 from __future__ import annotations
@@ -73,13 +77,25 @@ def item_replicates(
     g_a, g_b = (float(v) for v in priors["guessing_prior"])
     observed = item_unit >= 0
     D = item_unit.size
+    marginal = fit.marginal
     for s, p in enumerate(pick):
         b = {k: (None if v is None else v[p : p + 1]) for k, v in params.items()}
-        lj = condition_on_known(item_log_joint(fit.data.counts, **b), fit.known)[0]  # type: ignore[arg-type]
-        post = np.exp(lj - logsumexp(lj, axis=1, keepdims=True))
         pi = np.exp(b["log_pi"][0])  # type: ignore[index]
         z_obs = np.empty(D, dtype=np.int64)
-        z_obs[observed] = categorical(rng, post[item_unit[observed]])
+        if marginal:
+            # class and node jointly from their posterior given the unit's ratings (distinct rows)
+            nl = fit.node_log_joint(b)[0]  # (G, Q, 2)
+            G, Q = nl.shape[:2]
+            joint = np.exp(nl - logsumexp(nl, axis=(1, 2), keepdims=True)).reshape(G, 2 * Q)
+            row = fit._distinct[1][item_unit[observed]]
+            cell = categorical(rng, joint[row])
+            z_obs[observed] = cell % 2
+            node = np.zeros(D, dtype=np.int64)
+            node[observed] = cell // 2
+        else:
+            lj = condition_on_known(item_log_joint(fit.data.counts, **b), fit.known)[0]  # type: ignore[arg-type]
+            post = np.exp(lj - logsumexp(lj, axis=1, keepdims=True))
+            z_obs[observed] = categorical(rng, post[item_unit[observed]])
         z_obs[~observed] = categorical(rng, np.broadcast_to(pi, (int((~observed).sum()), 2)))
         if design == "new_items":
             z = categorical(rng, np.broadcast_to(pi, (D, 2)))
@@ -88,6 +104,15 @@ def item_replicates(
             z = z_obs
             kept = observed
         units = item_unit[kept]
+        if marginal:
+            rule = fit._rule
+            b = {
+                **b,
+                "difficulty": rule.difficulty[None, node],
+                "discrimination": rule.discrimination[None, node] if rule.sizes[1] > 1 else None,
+                "guessing": rule.guessing[None, node] if rule.sizes[2] > 1 else None,
+            }
+            units = np.flatnonzero(kept)  # the node values are indexed by design item
         difficulty = _item_values(b["difficulty"], kept, units, 0.0, lambda n: rng.normal(0.0, d_scale, size=n))
         discrimination = _item_values(
             b["discrimination"], kept, units, 1.0, lambda n: rng.lognormal(0.0, s_scale, size=n)

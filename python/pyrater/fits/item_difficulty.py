@@ -11,6 +11,13 @@ rater and the item parameters with
   (Rao-Blackwellised), one-hot for a unit of known class;
 * ``log_lik``: the stored per-item values Stan wrote, else recomputed.
 
+The marginal variant (``ItemDifficulty(item_effects="marginal")``) has no
+item parameters among its draws: its log joint integrates them out with the
+model's quadrature rule (:func:`pyrater.models.item_marginal.marginal_log_joint`),
+computed once per distinct row of the data and mapped back to the units;
+:meth:`ItemLevelMixin.item_parameters` then reports each item's posterior mean
+given its ratings (the quadrature's posterior weights).
+
 ``theta`` among the draws (what ``point_estimate("theta")`` and the summary
 report) is each rater's error matrix on an item of difficulty 0,
 discrimination 1 and no guessing; :meth:`ItemLevelMixin.item_parameters` and
@@ -29,6 +36,7 @@ from scipy.special import expit, logsumexp
 
 from ..models import Model
 from ..models.item_difficulty import item_log_joint
+from ..models.item_marginal import QuadratureRule, distinct_rows, node_log_lik, rule_for
 from .base import Fit
 from .draws import DrawsFit, safe_log
 from .em import EMFit
@@ -49,6 +57,8 @@ __all__ = [
 
 #: draws per block of the log-joint computation (bounds memory to ~ block x ratings x 8 bytes x a few)
 _BLOCK = 64
+#: numbers per block of the marginal log joint (draws x distinct rows x nodes x 2), bounding its memory
+_MARGINAL_BLOCK = 4_000_000
 #: the model's own parameters reported by the summary and diagnostics, after pi and theta
 OWN_PARAMETERS = ("logit_sens", "logit_spec", "difficulty", "discrimination", "guessing")
 
@@ -67,7 +77,8 @@ def parameter_draws(values: Mapping[str, Any], lead: int) -> dict[str, Any]:
     -------
     dict
         ``log_pi`` (S, 2), ``logit_sens`` and ``logit_spec`` (S, J),
-        ``difficulty`` (S, I), ``discrimination`` and ``guessing`` (S, I) or None.
+        ``difficulty``, ``discrimination`` and ``guessing`` (S, I) or None (absent, or switched off:
+        the marginal variant has none).
     """
     S = int(np.prod(np.shape(values["pi"])[:lead]))
 
@@ -79,9 +90,8 @@ def parameter_draws(values: Mapping[str, Any], lead: int) -> dict[str, Any]:
         "log_pi": safe_log(flat("pi")),
         "logit_sens": flat("logit_sens"),
         "logit_spec": flat("logit_spec"),
-        "difficulty": flat("difficulty"),
     }
-    for name in ("discrimination", "guessing"):
+    for name in ("difficulty", "discrimination", "guessing"):
         arr = flat(name) if name in values else np.empty((S, 0))
         out[name] = arr if arr.shape[-1] else None
     return out
@@ -114,15 +124,70 @@ class ItemLevelMixin(Fit):
         values, lead = self._values()
         return parameter_draws(values, lead)
 
+    @property
+    def marginal(self) -> bool:
+        """True for the marginal variant (item parameters integrated out by quadrature)."""
+        return bool(getattr(self.model, "marginal", False))
+
+    @cached_property
+    def _rule(self) -> QuadratureRule:
+        return rule_for(self.model, self.data.counts)
+
+    @cached_property
+    def _distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Distinct rows of the data (with their known class): first unit, inverse, known class per row."""
+        first, inverse = distinct_rows(self.data.counts, self.known)
+        known = None if self.known is None else np.asarray(self.known)[first]
+        return first, inverse, known
+
+    def _block_size(self) -> int:
+        if not self.marginal:
+            return _BLOCK
+        G = self._distinct[0].size
+        return int(max(1, min(_BLOCK, _MARGINAL_BLOCK // (2 * G * self._rule.n_nodes))))
+
+    def node_log_joint(self, b: Mapping[str, Any]) -> np.ndarray:
+        """Marginal variant: ``log p(y_u, z_u = k, node q)`` of the distinct rows, (S, G, Q, 2), known fixed.
+
+        ``b`` holds ``log_pi`` (S, 2), ``logit_sens`` and ``logit_spec`` (S, J); rows as :attr:`_distinct`.
+        """
+        first, _, known = self._distinct
+        nl = node_log_lik(self.data.counts[first], b["logit_sens"], b["logit_spec"], self._rule)
+        nl += self._rule.log_weight[None, None, :, None] + b["log_pi"][:, None, None, :]
+        if known is not None:
+            rows = np.flatnonzero(known >= 0)
+            nl[:, rows, :, 1 - known[rows]] = -np.inf
+        return nl
+
     def _log_joint_blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield ``(lo, hi, lj)``: the log joint (hi - lo, I, 2) of blocks of draws, known classes fixed."""
         params = self._params()
         S = params["log_pi"].shape[0]
-        for lo in range(0, S, _BLOCK):
-            hi = min(S, lo + _BLOCK)
+        step = self._block_size()
+        for lo in range(0, S, step):
+            hi = min(S, lo + step)
             b = _block(params, lo, hi)
-            lj = item_log_joint(self.data.counts, **b)
-            yield lo, hi, condition_on_known(lj, self.known)
+            if self.marginal:
+                lj = logsumexp(self.node_log_joint(b), axis=2)[:, self._distinct[1]]
+                yield lo, hi, lj
+            else:
+                lj = item_log_joint(self.data.counts, **b)
+                yield lo, hi, condition_on_known(lj, self.known)
+
+    def _marginal_item_means(self) -> dict[str, np.ndarray]:
+        """Marginal variant: each unit's posterior mean of the item parameters given its ratings (I,) each."""
+        params = self._params()
+        rule = self._rule
+        S = params["log_pi"].shape[0]
+        values = np.stack([rule.difficulty, rule.discrimination, rule.guessing], axis=1)  # (Q, 3)
+        total = np.zeros((self._distinct[0].size, 3))
+        step = self._block_size()
+        for lo in range(0, S, step):
+            nl = self.node_log_joint(_block(params, lo, min(S, lo + step)))
+            post = np.exp(nl - logsumexp(nl, axis=(2, 3), keepdims=True)).sum(axis=3)  # (s, G, Q)
+            total += np.einsum("sgq,qp->gp", post, values)
+        means = total[self._distinct[1]] / S
+        return {"difficulty": means[:, 0], "discrimination": means[:, 1], "guessing": means[:, 2]}
 
     @cached_property
     def _item_probs(self) -> np.ndarray:
@@ -144,7 +209,13 @@ class ItemLevelMixin(Fit):
         return np.concatenate(out, axis=0)
 
     def item_parameters(self) -> pd.DataFrame:
-        """Per item (rows, the data's items): posterior mean (or mode) of difficulty, discrimination, guessing."""
+        """Per item (rows, the data's units): posterior mean (or mode) of difficulty, discrimination, guessing.
+
+        The marginal variant reports each unit's posterior mean given its ratings (averaged over the draws
+        of the rater parameters; at the mode of a mode fit): the quadrature's posterior weights.
+        """
+        if self.marginal:
+            return pd.DataFrame(self._marginal_item_means(), index=self.data.unit_labels.rename("item"))
         p = self._params()
         I = self.data.n_units
         disc = p["discrimination"]

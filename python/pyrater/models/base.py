@@ -190,6 +190,9 @@ class ModelFamily:
     k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ()
     auto_methods: ClassVar[tuple[str, ...] | None] = None
+    #: Names of further Stan programs (``stan/<name>.stan``) that fit variants of the family
+    #: (item_difficulty: ``item_difficulty_marginal``); a model object picks its own with :attr:`stan_program`
+    stan_variants: ClassVar[tuple[str, ...]] = ()
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""
@@ -212,6 +215,34 @@ class ModelFamily:
     def stan_generated_values(self, K: int, J: int) -> int:
         """Numbers the Stan program writes per draw in generated quantities besides ``log_lik`` (default 0)."""
         return 0
+
+    @property
+    def stan_program(self) -> str:
+        """The Stan program that fits this model object (default: the family's, ``stan/<name>.stan``)."""
+        return self.name
+
+    def stan_unit_data(self, data: Any) -> dict[str, Any]:
+        """Entries of the Stan data that depend on the data themselves, besides the layout (default none)."""
+        return {}
+
+    @property
+    def pattern_units(self) -> bool:
+        """Whether units with the same ratings may share one likelihood term in Stan (default: True).
+
+        Every Dawid-Skene-type family reads grouped data as patterns with tallies; a family with per-item
+        parameters does not (item_difficulty, but its marginal variant does).
+        """
+        return not self.item_level
+
+    @property
+    def stan_compress(self) -> bool:
+        """Whether the Stan fits run on the distinct rows of the data (default: False).
+
+        Where True (the marginal item-difficulty model, whose likelihood per unit is costly), Stan reads
+        each distinct row of the count matrix once, weighted by the units that share it, and its per-unit
+        ``log_lik`` is mapped back to every unit (:func:`pyrater.inference.stan.run.compress_stan_data`).
+        """
+        return False
 
     def stan_item_init(self, rng: np.random.Generator, I: int) -> dict[str, np.ndarray]:
         """Starting values of per-item parameters for I items (none for the Dawid-Skene-type families)."""

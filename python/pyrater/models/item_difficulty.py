@@ -18,7 +18,10 @@ program ``stan/item_difficulty.stan``; binary only.  EM (``method="em"``,
 
 Per-item parameters make the rating-pattern compression of grouped data
 invalid: grouped data is expanded to one unit per item before fitting
-(:meth:`ItemDifficulty.prepare_data`).  The numpy log joint
+(:meth:`ItemDifficulty.prepare_data`).  ``item_effects="marginal"``
+integrates the item parameters out by quadrature instead
+(:mod:`pyrater.models.item_marginal`, ``stan/item_difficulty_marginal.stan``),
+which restores the compression.  The numpy log joint
 (:func:`item_log_joint`) serves the class probabilities, ``log_lik`` and
 posterior prediction of the fits.
 """
@@ -39,6 +42,8 @@ from .simulate import SeedLike, Simulation, _check_categories, _design, _pi, _st
 
 __all__ = ["ItemDifficulty", "simulate_item_difficulty", "item_log_joint", "expand_to_items", "ITEM_PARAMETERS"]
 
+#: How the item parameters enter: sampled per item, or integrated out by quadrature.
+ITEM_EFFECTS = ("per_item", "marginal")
 #: Per-item parameters of the Stan program, as written in its draws.
 ITEM_PARAMETERS = ("difficulty", "discrimination", "guessing")
 #: Default priors: the authors' (normal(1, 2) and normal(2, 2) on the logit sensitivity / specificity,
@@ -91,6 +96,15 @@ class ItemDifficulty(ModelFamily):
         ``discrimination ~ lognormal(0, discrimination_scale)`` (default 0.25).
     guessing_prior : (a, b), optional
         Beta prior on the guessing parameters (default (1, 9)).
+    item_effects : {"per_item", "marginal"}
+        ``"per_item"`` (default): the item parameters are sampled, one set per
+        item (``stan/item_difficulty.stan``; grouped data expanded to items).
+        ``"marginal"``: they are integrated out of each item's likelihood by a
+        fixed quadrature over their priors (:mod:`pyrater.models.item_marginal`,
+        ``stan/item_difficulty_marginal.stan``): the same model, with only
+        ``pi`` and the rater parameters left to sample, and items with the same
+        ratings sharing one likelihood term (grouped data fit as patterns, long
+        data compressed to their distinct rows), which makes it fast.
 
     Examples
     --------
@@ -107,6 +121,7 @@ class ItemDifficulty(ModelFamily):
     difficulty_scale: Any = None
     discrimination_scale: Any = None
     guessing_prior: Any = None
+    item_effects: str = "per_item"
     name: ClassVar[str] = "item_difficulty"
     title: ClassVar[str] = "Item difficulty (Han-Adiguzel-Carpenter)"
     methods: ClassVar[tuple[str, ...]] = ("mcmc", "optimize", "pathfinder", "em")
@@ -114,11 +129,49 @@ class ItemDifficulty(ModelFamily):
     auto_methods: ClassVar[tuple[str, ...] | None] = ("mcmc", "optimize", "pathfinder")
     conjugate: ClassVar[str | None] = None
     item_level: ClassVar[bool] = True
+    stan_variants: ClassVar[tuple[str, ...]] = ("item_difficulty_marginal",)
 
     def __post_init__(self) -> None:
         for key in ("discrimination", "guessing", "non_adversarial"):
             if not isinstance(getattr(self, key), (bool, np.bool_)):
                 raise ValueError(f"{key} must be True or False; got {getattr(self, key)!r}")
+        if self.item_effects not in ITEM_EFFECTS:
+            raise ValueError(f"item_effects must be one of {ITEM_EFFECTS}; got {self.item_effects!r}")
+
+    @property
+    def marginal(self) -> bool:
+        """True when the item parameters are integrated out (``item_effects="marginal"``)."""
+        return self.item_effects == "marginal"
+
+    @property
+    def stan_program(self) -> str:
+        """``"item_difficulty_marginal"`` for the marginal variant, else ``"item_difficulty"``."""
+        return "item_difficulty_marginal" if self.marginal else self.name
+
+    @property
+    def pattern_units(self) -> bool:
+        """The marginal variant reads rating patterns (the item parameters are integrated out)."""
+        return self.marginal
+
+    @property
+    def stan_compress(self) -> bool:
+        """The marginal variant's Stan fits run on the distinct rows (a costly quadrature per unit)."""
+        return self.marginal
+
+    def stan_unit_data(self, data: RatingData) -> dict[str, Any]:
+        """The marginal variant's quadrature rule (:func:`~pyrater.models.item_marginal.rule_for`) as Stan data."""
+        if not self.marginal:
+            return {}
+        from .item_marginal import rule_for
+
+        rule = rule_for(self, data.counts)
+        return {
+            "Q": rule.n_nodes,
+            "node_difficulty": rule.difficulty,
+            "node_discrimination": rule.discrimination,
+            "node_guessing": rule.guessing,
+            "node_log_weight": rule.log_weight,
+        }
 
     @property
     def variant(self) -> str:
@@ -165,10 +218,13 @@ class ItemDifficulty(ModelFamily):
             discrimination=bool(data["has_discrimination"]),
             guessing=bool(data["has_guessing"]),
             non_adversarial=bool(data["non_adversarial"]),
+            item_effects="marginal" if "node_log_weight" in data else "per_item",
         )
 
     def stan_item_init(self, rng: np.random.Generator, I: int) -> dict[str, np.ndarray]:
-        """Starting values of the per-item parameters: near-average items, little guessing."""
+        """Starting values of the per-item parameters: near-average items, little guessing (none if marginal)."""
+        if self.marginal:
+            return {}
         out = {"difficulty": rng.normal(0.0, 0.1, size=I)}
         if self.discrimination:
             out["discrimination"] = np.exp(rng.normal(0.0, 0.1, size=I))
@@ -177,9 +233,12 @@ class ItemDifficulty(ModelFamily):
         return out
 
     def prepare_data(self, data: RatingData) -> RatingData:
-        """The data with one unit per item: grouped rating patterns are expanded (per-item parameters)."""
+        """The data with one unit per item: grouped rating patterns are expanded (per-item parameters).
+
+        The marginal variant keeps the data as they are (patterns share one likelihood term).
+        """
         _binary_only(data.n_categories)
-        return expand_to_items(data)
+        return data if self.marginal else expand_to_items(data)
 
 
 def expand_to_items(data: RatingData) -> RatingData:

@@ -340,6 +340,12 @@ def em_item_difficulty(
     ItemDifficultyEMFit
     """
     t0 = time.perf_counter()
+    if getattr(model, "item_effects", "per_item") != "per_item":
+        raise ValueError(
+            f"EM fits the item-difficulty model with per-item parameters only; item_effects={model.item_effects!r} "
+            "(the item parameters integrated out by quadrature) runs in Stan: method='mcmc', 'optimize' or "
+            "'pathfinder'"
+        )
     param_tol = fixed.pop("param_tol", 1e-6)
     for name, value in fixed.items():
         if name not in _FIXED:
@@ -347,8 +353,8 @@ def em_item_difficulty(
         if not any(value is v or (type(value) is type(v) and value == v) for v in _FIXED[name]):
             raise ValueError(
                 f"{name}={value!r} is not available for the {model.title} model, fitted by its own numpy EM "
-                f"(per-item parameters: no compression, no numba kernel, one thread, the mode on the parameters' "
-                f"own scale, no SQUAREM); leave {name} at {_FIXED[name][0]!r}"
+                f"(per-item parameters: no pattern compression, one thread, the mode on the parameters' own scale); "
+                f"leave {name} at {_FIXED[name][0]!r}"
             )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

@@ -22,7 +22,8 @@ name               type                        meaning
 ``beta1, beta2``   float array (K,) or float   Beta prior on accuracies (class-conditional
                                                (K,); one-coin, scalars); on competences (MACE)
 ``gamma``          float array (K,)            Dirichlet prior on spamming distributions (MACE)
-(item_difficulty)  see its program             variant switches and priors
+(item_difficulty)  see its program             variant switches and priors; the marginal
+                                               variant's quadrature rule (``Q``, ``node_*``)
 ``write_log_lik``  int 0/1                     write the per-unit ``log_lik``
 =================  ==========================  =========================================
 
@@ -45,15 +46,31 @@ from ..._validation import check_int
 from ...data.ratings import RatingData
 from ...models import MODEL_NAMES, Model, get_model
 
-__all__ = ["stan_data", "stan_inits", "data_inits", "STAN_MODEL_NAMES", "ERROR_MATRIX_MODEL_NAMES"]
+__all__ = [
+    "stan_data",
+    "stan_inits",
+    "data_inits",
+    "STAN_MODEL_NAMES",
+    "STAN_PROGRAM_NAMES",
+    "ERROR_MATRIX_MODEL_NAMES",
+]
 
 #: Names of the Stan programs (``stan/<name>.stan``): the families fitted by NUTS.
 STAN_MODEL_NAMES: tuple[str, ...] = tuple(name for name in MODEL_NAMES if "mcmc" in get_model(name).methods)
 #: The Stan programs of the Dawid-Skene-type families: per-rater error matrices, any K (all but item_difficulty).
 ERROR_MATRIX_MODEL_NAMES: tuple[str, ...] = tuple(name for name in STAN_MODEL_NAMES if not get_model(name).item_level)
+#: The family of every Stan program: the families' own and their variants' (``stan_variants``).
+PROGRAM_FAMILY: dict[str, str] = {
+    **{name: name for name in STAN_MODEL_NAMES},
+    **{variant: name for name in STAN_MODEL_NAMES for variant in get_model(name).stan_variants},
+}
+#: Names of all Stan programs (``stan/<name>.stan``).
+STAN_PROGRAM_NAMES: tuple[str, ...] = tuple(PROGRAM_FAMILY)
 
 
 def _model(model: Model | str) -> Model:
+    if isinstance(model, str) and model in PROGRAM_FAMILY:
+        model = PROGRAM_FAMILY[model]
     model = get_model(model)
     if model.name not in STAN_MODEL_NAMES:  # pragma: no cover - guarded by get_model
         raise ValueError(f"no Stan program for model {model.name!r}; choose one of {STAN_MODEL_NAMES}")
@@ -109,7 +126,7 @@ def stan_data(
     if not isinstance(data, RatingData):
         raise TypeError(f"data must be a RatingData (see pyrater.as_rating_data); got {type(data).__name__}")
     model = _model(model)
-    if model.item_level and data.is_grouped:
+    if not model.pattern_units and data.is_grouped:
         raise ValueError(
             f"the {model.name} program has per-item parameters and reads one unit per item; expand grouped data "
             "first with model.prepare_data(data) (pyrater.fit does this)"
@@ -135,6 +152,7 @@ def stan_data(
         "known": _known(known, I, K),
     }
     out.update(model.stan_priors(model.priors(K, J), K, J))
+    out.update(model.stan_unit_data(data))
     out["write_log_lik"] = int(bool(log_lik))
     return out
 

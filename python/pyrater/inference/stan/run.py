@@ -24,7 +24,15 @@ from ...models import Model
 from .data import stan_data, stan_inits
 from .engines import get_engine
 
-__all__ = ["sample", "optimize", "pathfinder", "check_inits", "check_draws_memory", "MAX_ITERATIONS"]
+__all__ = [
+    "sample",
+    "optimize",
+    "pathfinder",
+    "check_inits",
+    "check_draws_memory",
+    "compress_stan_data",
+    "MAX_ITERATIONS",
+]
 
 #: Stan counts iterations in a 32-bit int: warm-up plus draws per chain may not exceed this
 MAX_ITERATIONS = 2**31 - 1
@@ -45,6 +53,58 @@ def prepare_data(data: RatingData, model: Model, known: np.ndarray | None) -> Ra
             "given per rating pattern: pass the data in long format with item labels"
         )
     return prepared
+
+
+def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray]:
+    """The Stan data on their distinct units: each distinct (count row, known class) once, weights summed.
+
+    Parameters
+    ----------
+    sdata : dict
+        From :func:`~pyrater.inference.stan.data.stan_data`.
+
+    Returns
+    -------
+    compressed : dict
+        The same layout with ``I`` the number of distinct units.
+    inverse : int array (I,)
+        The compressed unit of every original unit (per-unit ``log_lik`` maps back as ``ll[..., inverse]``).
+    """
+    import scipy.sparse as sp
+
+    from ...models.item_marginal import distinct_rows
+
+    I, JK = int(sdata["I"]), int(sdata["J"]) * int(sdata["K"])
+    counts = sp.csr_matrix((sdata["w"], np.asarray(sdata["v"]) - 1, np.asarray(sdata["u"]) - 1), shape=(I, JK))
+    first, inverse = distinct_rows(counts, np.asarray(sdata["known"]))
+    sub = counts[first].tocsr()
+    sub.sort_indices()
+    out = dict(sdata)
+    out.update(
+        I=int(first.size),
+        weight=np.bincount(inverse, weights=np.asarray(sdata["weight"]), minlength=first.size).astype(np.int64),
+        nnz=int(sub.nnz),
+        w=np.asarray(sub.data, dtype=float),
+        v=np.asarray(sub.indices, dtype=np.int64) + 1,
+        u=np.asarray(sub.indptr, dtype=np.int64) + 1,
+        known=np.asarray(sdata["known"])[first],
+    )
+    return out, inverse
+
+
+def _program_data(data: RatingData, model: Model, known: np.ndarray | None, log_lik: bool) -> tuple[dict, Any]:
+    """The Stan data of ``model`` and the map of its units back to the data's (None: the same units)."""
+    sdata = stan_data(data, model, known=known, log_lik=log_lik)
+    if not model.stan_compress:
+        return sdata, None
+    return compress_stan_data(sdata)
+
+
+def _unit_values(values: dict[str, np.ndarray], inverse: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Stan's outputs with the per-unit ``log_lik`` of compressed units mapped back to every unit."""
+    if inverse is None or np.size(values.get("log_lik", [])) == 0:
+        return values
+    return {**values, "log_lik": np.asarray(values["log_lik"])[..., inverse]}
 
 
 def check_inits(inits: Any, n: int | None) -> list[dict] | None:
@@ -158,16 +218,16 @@ def sample(
     check_int("warmup", warmup, 0, MAX_ITERATIONS - draws)
     log_lik = check_draws_memory(data, model, chains * draws, log_lik, max_memory_gib)
     eng = get_engine(engine)
-    sdata = stan_data(data, model, known=known, log_lik=log_lik)
-    inits = inits if inits is not None else stan_inits(model, K, J, chains, seed, n_items=data.n_units)
+    sdata, inverse = _program_data(data, model, known, log_lik)
+    inits = inits if inits is not None else stan_inits(model, K, J, chains, seed, n_items=sdata["I"])
     res = eng.sample(
-        model.name, sdata, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=progress
+        model.stan_program, sdata, chains=chains, warmup=warmup, draws=draws, seed=seed, inits=inits, progress=progress
     )
     fit = fit_class(model, MCMCFit)(
         data=data,
         model=model,
         priors=model.priors(K, J),
-        draws=_present(res.draws),
+        draws=_present(_unit_values(res.draws, inverse)),
         sample_stats=res.sample_stats,
         known=known,
         engine=res.engine,
@@ -223,14 +283,14 @@ def pathfinder(
             "Install CmdStan (`python -m cmdstanpy.install_cmdstan`) and use engine='cmdstanpy', or use "
             "method='mcmc'"
         )
-    sdata = stan_data(data, model, known=known, log_lik=log_lik)
-    res = eng.pathfinder(model.name, sdata, draws=draws, num_paths=chains, seed=seed, inits=inits)
+    sdata, inverse = _program_data(data, model, known, log_lik)
+    res = eng.pathfinder(model.stan_program, sdata, draws=draws, num_paths=chains, seed=seed, inits=inits)
     idx = res.resampled
     return fit_class(model, PathfinderFit)(
         data=data,
         model=model,
         priors=model.priors(data.n_categories, data.n_raters),
-        draws=_present(res.draws),
+        draws=_present(_unit_values(res.draws, inverse)),
         sample_stats={"lp": res.lp[idx][None], "lp_approx": res.lp_approx[idx][None]},
         known=known,
         engine=res.engine,
@@ -263,13 +323,13 @@ def optimize(
     priors = model.priors(K, J)
     _warn_small_beta(priors)
     eng = get_engine(engine)
-    sdata = stan_data(data, model, known=known, log_lik=False)
+    sdata, _ = _program_data(data, model, known, False)
     if inits is None:
-        inits = stan_inits(model, K, J, n_inits, seed, n_items=data.n_units)
+        inits = stan_inits(model, K, J, n_inits, seed, n_items=sdata["I"])
         start = _em_start(data, model, known_labels, seed)
         if start is not None:
             inits.append(start)
-    res = eng.optimize(model.name, sdata, seed=seed, inits=list(inits), n_inits=len(inits))
+    res = eng.optimize(model.stan_program, sdata, seed=seed, inits=list(inits), n_inits=len(inits))
     return fit_class(model, OptimizeFit)(
         data=data,
         model=model,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...._validation import check_int, check_seed
-from ..data import STAN_MODEL_NAMES
+from ..data import STAN_PROGRAM_NAMES
 
 __all__ = [
     "Engine",
@@ -282,8 +282,8 @@ def stan_dir() -> Path:
 
 def check_model_name(model_name: str) -> str:
     """Return ``model_name`` or raise ``ValueError`` listing the valid names."""
-    if model_name not in STAN_MODEL_NAMES:
-        raise ValueError(f"unknown Stan model {model_name!r}; choose one of {STAN_MODEL_NAMES}")
+    if model_name not in STAN_PROGRAM_NAMES:
+        raise ValueError(f"unknown Stan model {model_name!r}; choose one of {STAN_PROGRAM_NAMES}")
     return model_name
 
 
