@@ -110,6 +110,7 @@ from .convergence import (
     METHODS,
     Convergence,
     EMConvergenceWarning,
+    best_run,
     check_stopping,
     not_converged_message,
 )
@@ -839,24 +840,8 @@ def em(
             runs.append(res)
         loop_times.append(time.perf_counter() - t1)
     bar.close()
-    finals = np.array([run["trace"][-1] for run in runs])
-    best = 0
-    for r in range(1, len(runs)):
-        if finals[r] > finals[best] + tol * max(1.0, abs(finals[best])):
-            best = r
+    best, finals, convergence, obj_change = best_run(runs, tol, param_tol)
     res = runs[best]
-    trace = res["trace"]
-    obj_change = abs(trace[-1] - trace[-2]) / max(1.0, abs(trace[-1])) if len(trace) > 1 else float("nan")
-    convergence = {
-        "rule": (
-            f"objective change <= {tol:g} x max(1, |objective|) and parameter change and its extrapolated "
-            f"distance to the fixed point <= {param_tol:g}, then class probability change <= {param_tol:g}"
-        ),
-        "tol": tol,
-        "param_tol": param_tol,
-        "objective_change": obj_change,
-        **res["convergence"],
-    }
     if not res["converged"]:
         warnings.warn(
             not_converged_message(

@@ -8,7 +8,15 @@ import numpy as np
 
 from ..._validation import check_int
 
-__all__ = ["Convergence", "EMConvergenceWarning", "check_stopping", "not_converged_message", "METHODS", "BOUNDARY"]
+__all__ = [
+    "Convergence",
+    "EMConvergenceWarning",
+    "best_run",
+    "check_stopping",
+    "not_converged_message",
+    "METHODS",
+    "BOUNDARY",
+]
 
 #: EM's methods: maximum likelihood and the posterior mode
 METHODS = ("ml", "map")
@@ -116,6 +124,46 @@ def not_converged_message(max_iter: int, detail: str, theta: np.ndarray, kind: o
             "max_iter changes little; method='map' (with the model's priors) keeps the estimate inside"
         )
     return text + "increase max_iter"
+
+
+def best_run(runs: list[dict], tol: float, param_tol: float) -> tuple[int, np.ndarray, dict[str, Any], float]:
+    """The run (of EM's restarts) with the highest final objective, its convergence record and last change.
+
+    A later run replaces an earlier one only when it is higher by more than ``tol`` relative, so
+    ties keep the first start.  Each run is a dict with ``"trace"`` (the objective per iteration)
+    and ``"convergence"`` (the stopping rule's last values).
+
+    Returns
+    -------
+    best : int
+        The index of the best run.
+    finals : float array (n_runs,)
+        Each run's final objective.
+    convergence : dict
+        The stopping rule in words, ``tol``, ``param_tol``, the last relative objective change
+        and the run's own convergence values.
+    objective_change : float
+        The last relative objective change (NaN after one iteration).
+    """
+    finals = np.array([run["trace"][-1] for run in runs])
+    best = 0
+    for r in range(1, len(runs)):
+        if finals[r] > finals[best] + tol * max(1.0, abs(finals[best])):
+            best = r
+    res = runs[best]
+    trace = res["trace"]
+    obj_change = abs(trace[-1] - trace[-2]) / max(1.0, abs(trace[-1])) if len(trace) > 1 else float("nan")
+    convergence = {
+        "rule": (
+            f"objective change <= {tol:g} x max(1, |objective|) and parameter change and its extrapolated "
+            f"distance to the fixed point <= {param_tol:g}, then class probability change <= {param_tol:g}"
+        ),
+        "tol": tol,
+        "param_tol": param_tol,
+        "objective_change": obj_change,
+        **res["convergence"],
+    }
+    return best, finals, convergence, obj_change
 
 
 def check_stopping(max_iter: Any, tol: Any, param_tol: Any) -> tuple[int, float, float]:
