@@ -250,12 +250,13 @@ def test_bad_input_gives_clear_errors(small):
     with pytest.raises(ValueError, match="backend must be one of"):
         pyrater.em(small.data, ItemDifficulty(), backend="cuda")
     # the marginal variant (item parameters integrated out) is a Stan model: EM refuses it by name
-    for call in (
-        lambda: pyrater.em(small.data, ItemDifficulty(item_effects="marginal")),
-        lambda: pyrater.fit(small.data, ItemDifficulty(item_effects="marginal"), method="em"),
-    ):
-        with pytest.raises(ValueError, match="item_effects='marginal'.*runs in Stan"):
-            call()
+    marginal = ItemDifficulty(item_effects="marginal")
+    assert "em" not in marginal.methods and "em" in ItemDifficulty().methods
+    with pytest.raises(ValueError, match="item_effects='marginal'.*runs in Stan"):
+        pyrater.em(small.data, marginal)
+    with pytest.raises(ValueError, match="cannot be fitted by method='em'.*'mcmc'") as err:
+        pyrater.fit(small.data, marginal, method="em")
+    assert "method='em'" not in str(err.value).split(";", 1)[1]  # the alternatives offered work
     for name, value in (("compress", True), ("n_threads", 2)):
         with pytest.raises(ValueError, match=f"{name}=.* is not available for the Item difficulty"):
             pyrater.em(small.data, ItemDifficulty(), **{name: value})

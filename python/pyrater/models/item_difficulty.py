@@ -137,6 +137,8 @@ class ItemDifficulty(ModelFamily):
                 raise ValueError(f"{key} must be True or False; got {getattr(self, key)!r}")
         if self.item_effects not in ITEM_EFFECTS:
             raise ValueError(f"item_effects must be one of {ITEM_EFFECTS}; got {self.item_effects!r}")
+        if self.item_effects == "marginal":  # EM fits the per-item parameters: the marginal variant is Stan's
+            object.__setattr__(self, "methods", tuple(m for m in type(self).methods if m != "em"))
 
     @property
     def marginal(self) -> bool:
