@@ -285,3 +285,26 @@ def test_grouped_and_long_give_the_same_mode_and_save_load(stan_engine, tmp_path
     assert loaded.model == MARGINAL and type(loaded) is type(fits[0])
     np.testing.assert_allclose(loaded.class_probabilities(), probs_g, rtol=1e-12)
     assert isinstance(fits[0].item_parameters(), pd.DataFrame)
+
+
+@pytest.mark.stan
+def test_on_caries_the_vote_count_check_passes_for_the_marginal_model_and_fails_for_dawid_skene():
+    """Issue 26's target (Han et al. 2024): the replicated histogram of positive votes per x-ray covers the
+    observed one in every bin at the 1%-99% band for the item-difficulty model, where Dawid-Skene misses bins.
+
+    Posterior modes (fast; the NUTS fits give the same verdicts, bench/RESULTS_item_difficulty_marginal.md),
+    new x-rays replicated from pi and the item parameters' priors; one engine (the mode is the same under
+    both, test above).
+    """
+    caries = RatingData.from_grouped(pyrater.datasets.caries(), tally="n")
+    table = pyrater.datasets.caries()
+    positive = (table[[f"rater_{j}" for j in range(1, 6)]] == 2).sum(axis=1)  # category 2 = carious
+    observed = np.bincount(positive, weights=table["n"], minlength=6)
+    covered = {}
+    for name, model in (("item_difficulty", MARGINAL), ("dawid_skene", "dawid_skene")):
+        fit = pyrater.fit(caries, model, method="optimize", seed=2)
+        res = pyrater.posterior_predictive_check(fit, vote_histogram(2), draws=400, seed=1, design="new_items")
+        np.testing.assert_array_equal(res.observed, observed)
+        covered[name] = res.covers(0.98)
+    assert covered["item_difficulty"].all(), covered
+    assert (~covered["dawid_skene"]).sum() >= 4, covered  # too few x-rays with 1 positive vote, too many with 5
