@@ -55,8 +55,11 @@ def prepare_data(data: RatingData, model: Model, known: np.ndarray | None) -> Ra
     return prepared
 
 
-def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray]:
+def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray | None]:
     """The Stan data on their distinct units: each distinct (count row, known class) once, weights summed.
+
+    The rows are found as EM finds them (:func:`pyrater.inference.em.compress.compress_rows`); where its
+    hash check fails (a collision), the data are returned as they are, with ``inverse`` None.
 
     Parameters
     ----------
@@ -67,16 +70,19 @@ def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarra
     -------
     compressed : dict
         The same layout with ``I`` the number of distinct units.
-    inverse : int array (I,)
+    inverse : int array (I,) or None
         The compressed unit of every original unit (per-unit ``log_lik`` maps back as ``ll[..., inverse]``).
     """
     import scipy.sparse as sp
 
-    from ...models.item_marginal import distinct_rows
+    from ..em.compress import compress_rows
 
     I, JK = int(sdata["I"]), int(sdata["J"]) * int(sdata["K"])
     counts = sp.csr_matrix((sdata["w"], np.asarray(sdata["v"]) - 1, np.asarray(sdata["u"]) - 1), shape=(I, JK))
-    first, inverse = distinct_rows(counts, np.asarray(sdata["known"]))
+    rows = compress_rows(counts, np.asarray(sdata["weight"]), np.asarray(sdata["known"]))
+    if rows is None:  # pragma: no cover - a 64-bit hash collision: Stan reads every unit
+        return sdata, None
+    first, inverse = rows
     sub = counts[first].tocsr()
     sub.sort_indices()
     out = dict(sdata)
