@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logsumexp
 
+from ..data.rows import compress_rows
 from ..models import Model
 from ..models.item_difficulty import item_log_joint
-from ..models.item_marginal import QuadratureRule, distinct_rows, node_log_lik, rule_for
+from ..models.item_marginal import QuadratureRule, node_log_lik, rule_for
 from .base import Fit
 from .draws import DrawsFit, safe_log
 from .em import EMFit
@@ -136,7 +137,11 @@ class ItemLevelMixin(Fit):
     @cached_property
     def _distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Distinct rows of the data (with their known class): first unit, inverse, known class per row."""
-        first, inverse = distinct_rows(self.data.counts, self.known)
+        counts = self.data.counts
+        rows = compress_rows(counts, self.data.weight, None if self.known is None else np.asarray(self.known))
+        if rows is None:  # pragma: no cover - a 64-bit hash collision: every unit is its own row
+            rows = (np.arange(counts.shape[0]), np.arange(counts.shape[0]))
+        first, inverse = rows
         known = None if self.known is None else np.asarray(self.known)[first]
         return first, inverse, known
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 from scipy.special import log_expit, logsumexp, roots_hermitenorm, roots_jacobi
 
@@ -47,7 +46,6 @@ __all__ = [
     "rule_for",
     "marginal_log_joint",
     "node_log_lik",
-    "distinct_rows",
     "N_DIFFICULTY",
     "N_DISCRIMINATION",
     "MAX_GUESSING",
@@ -234,30 +232,3 @@ def marginal_log_joint(
     """
     nl = node_log_lik(counts, logit_sens, logit_spec, rule)
     return logsumexp(nl + rule.log_weight[None, None, :, None], axis=2) + log_pi[:, None, :]
-
-
-def distinct_rows(counts: sp.spmatrix, known: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a count matrix (with the same known class): ``(first, inverse)``.
-
-    ``counts[first[inverse]]`` equals ``counts`` row for row; rows are
-    numbered in order of first appearance.  Rows are compared exactly (each
-    row's sorted (column, count) entries and known class as one byte string).
-    """
-    c = sp.csr_matrix(counts, copy=True)
-    c.sum_duplicates()
-    c.eliminate_zeros()
-    c.sort_indices()
-    base = int(c.data.max()) + 1 if c.nnz else 1
-    code = c.indices.astype(np.int64) * base + c.data.astype(np.int64)
-    if known is None:
-        keys = [code[a:b].tobytes() for a, b in zip(c.indptr[:-1], c.indptr[1:])]
-    else:
-        kn = np.asarray(known, dtype=np.int64)
-        keys = [
-            code[a:b].tobytes() + kn[i : i + 1].tobytes() for i, (a, b) in enumerate(zip(c.indptr[:-1], c.indptr[1:]))
-        ]
-    inverse, uniques = pd.factorize(pd.Series(keys, dtype=object))
-    inverse = inverse.astype(np.int64)
-    first = np.full(len(uniques), c.shape[0], dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(c.shape[0], dtype=np.int64))
-    return first, inverse

@@ -58,7 +58,7 @@ def prepare_data(data: RatingData, model: Model, known: np.ndarray | None) -> Ra
 def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray | None]:
     """The Stan data on their distinct units: each distinct (count row, known class) once, weights summed.
 
-    The rows are found as EM finds them (:func:`pyrater.inference.em.compress.compress_rows`); where its
+    The rows are found as EM finds them (:func:`pyrater.data.rows.compress_rows`); where its
     hash check fails (a collision), the data are returned as they are, with ``inverse`` None.
 
     Parameters
@@ -75,7 +75,7 @@ def compress_stan_data(sdata: dict[str, Any]) -> tuple[dict[str, Any], np.ndarra
     """
     import scipy.sparse as sp
 
-    from ..em.compress import compress_rows
+    from ...data.rows import compress_rows
 
     I, JK = int(sdata["I"]), int(sdata["J"]) * int(sdata["K"])
     counts = sp.csr_matrix((sdata["w"], np.asarray(sdata["v"]) - 1, np.asarray(sdata["u"]) - 1), shape=(I, JK))
