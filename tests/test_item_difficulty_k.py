@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.special import expit, logsumexp
 
 import pyrater
+from pyrater import _arviz
+from pyrater.checking import vote_histogram
 from pyrater.models.item_difficulty import (
     ItemDifficulty,
     ability_of,
@@ -128,3 +132,80 @@ def test_priors_and_stan_entries_for_k_categories(K_):
     assert stan["accuracy_prior"].shape == (K_, 2)
     assert ItemDifficulty().stan_priors(ItemDifficulty().priors(2, 4), 2, 4)["accuracy_prior"].shape == (0, 2)
     assert ItemDifficulty().stan_init(np.random.default_rng(0), K_, 4)["logit_accuracy"].shape == (4, K_)
+
+
+# ------------------------------------------------------------------ fits at K = 3: EM, Stan's mode, NUTS
+I3, J3 = 120, 5
+
+
+@pytest.fixture(scope="module")
+def sim3():
+    return pyrater.simulate("item_difficulty", I3, J3, n_categories=K, raters_per_item=4, seed=3)
+
+
+@pytest.mark.stan
+def test_em_map_is_stans_posterior_mode_at_three_categories(sim3, stan_engine):
+    model = ItemDifficulty(guessing=False)
+    em = pyrater.em(sim3.data, model, method="map", tol=1e-11, param_tol=1e-9)
+    opt = pyrater.fit(sim3.data, model, method="optimize", seed=1, engine=stan_engine)
+    assert em.converged and em.model_params["logit_accuracy"].shape == (J3, K)
+    # the same density (Stan's keeps every constant, the truncation's too), EM's mode at least as high
+    assert em.log_posterior == pytest.approx(opt.log_density, abs=1e-4)
+    for name in ("logit_accuracy", "difficulty", "discrimination"):
+        np.testing.assert_allclose(em.model_params[name], np.asarray(opt.params[name]), atol=3e-3, err_msg=name)
+    np.testing.assert_allclose(em.pi, np.asarray(opt.params["pi"]), atol=1e-4)
+    np.testing.assert_allclose(em.theta, np.asarray(opt.params["theta"]), atol=1e-3)
+    np.testing.assert_allclose(em.theta, accuracy_theta(em.model_params["logit_accuracy"]), atol=1e-12)
+    np.testing.assert_allclose(em.class_probs, opt.class_probabilities().to_numpy(), atol=1e-3)
+    raters = em.rater_parameters()
+    assert list(raters.columns[:K]) == [f"logit_accuracy[{c}]" for c in sim3.data.categories]
+
+
+@pytest.fixture(scope="module")
+def nuts3(sim3, stan_engine):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pyrater.fit(
+            sim3.data, ItemDifficulty(guessing=False), method="mcmc", chains=2, warmup=200, draws=200, seed=2,
+            engine=stan_engine, progress=False,
+        )  # fmt: skip
+
+
+@pytest.mark.stan
+def test_nuts_at_three_categories_recovers_the_truth_and_has_the_fit_api(nuts3, sim3, tmp_path):
+    probs = nuts3.class_probabilities().to_numpy()
+    assert probs.shape == (I3, K) and np.allclose(probs.sum(axis=1), 1)
+    oracle = item_log_joint_k(
+        sim3.data.counts, K, np.log(sim3.pi)[None], sim3.params["logit_accuracy"][None],
+        sim3.params["difficulty"][None], sim3.params["discrimination"][None], sim3.params["guessing"][None],
+    )[0].argmax(axis=1)  # fmt: skip
+    assert np.mean(probs.argmax(axis=1) == sim3.z) >= np.mean(oracle == sim3.z) - 0.05
+    # the stored log_lik is the recomputed one; diagnostics, ArviZ and LOO name the new parameter
+    np.testing.assert_allclose(nuts3.log_lik_units(), nuts3.item_log_lik().T, rtol=1e-8, atol=1e-8)
+    diag = nuts3.mcmc_diagnostics(warn=False)
+    assert f"logit_accuracy[{sim3.data.rater_labels[0]}, {sim3.data.categories[2]}]" in diag.index
+    post = _arviz.group(nuts3.to_inference_data(), "posterior")
+    assert post["logit_accuracy"].dims[-2:] == ("rater", "category")
+    assert np.isfinite(pyrater.loo(nuts3, warn=False).elpd_loo)
+    # replicated data from the generating model cover the observed vote counts of every category
+    for c in sim3.data.categories:
+        res = pyrater.posterior_predictive_check(nuts3, vote_histogram(c), draws=60, seed=1, design="new_items")
+        assert res.covers(0.99).all(), c
+    loaded = pyrater.load(nuts3.save(tmp_path / "k3.nc"))
+    np.testing.assert_allclose(loaded.class_probabilities(), nuts3.class_probabilities(), rtol=1e-12)
+
+
+def test_auto_by_em_picks_item_difficulty_at_three_categories_on_items_of_unequal_difficulty():
+    sim = pyrater.simulate(
+        "item_difficulty", 400, 8, n_categories=K, raters_per_item=5, seed=5, difficulty_scale=2.0,
+        guessing=np.zeros(400),
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = pyrater.fit(
+            sim.data, "auto", method="em", candidates=["dawid_skene", "one_coin", "item_difficulty"], seed=1,
+            progress=False,
+        )  # fmt: skip
+    table = f.model_choice.table
+    assert f.model.name == "item_difficulty", table
+    assert table.loc["dawid_skene", "elpd_loo"] < table.loc["item_difficulty", "elpd_loo"] - 4

@@ -13,7 +13,10 @@ with items as the unit (as R's ``loo::kfold``):
    and categories stay as they are);
 3. each held-out item's ``elpd_i = log p(y_i | estimate without its fold)``,
    summed over the item's classes (``log p(y_i, z_i)`` for an item whose
-   class is known).
+   class is known).  Under the item-difficulty family a new item's own
+   parameters are unknown: its predictive density integrates them out over
+   their prior (the quadrature of :mod:`pyrater.models.item_marginal`), at
+   the fold's estimate of ``pi`` and the rater parameters.
 
 ``elpd`` is the sum of ``elpd_i``, ``se = sqrt(N var(elpd_i))`` and
 ``p = lpd - elpd``, with ``lpd`` the log predictive density of every item at
@@ -29,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.special import logsumexp
 
 from .._quiet import progress_bar
 from .._stacklevel import user_stacklevel
@@ -36,7 +40,9 @@ from .._validation import check_int, check_seed
 from ..data.ratings import RatingData
 from ..fits.base import Fit
 from ..fits.em import EMFit
+from ..fits.item_difficulty import ItemLevelMixin, condition_on_known
 from ..fits.optimize import OptimizeFit
+from ..models.item_marginal import marginal_log_joint_k, rule_for
 from ..models.kernels import class_log_posterior
 
 __all__ = ["kfold", "DEFAULT_FOLDS", "fold_of_items"]
@@ -94,8 +100,8 @@ def _known_labels(fit: Any) -> dict | None:
     return {int(u) + 1: cats[int(c)] for u, c in enumerate(known) if c >= 0}
 
 
-def _refit(fit: Any, train: RatingData, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The fit repeated on ``train``: its (pi (K,), theta (J, K, K)) estimate."""
+def _refit(fit: Any, train: RatingData, seed: int) -> Fit:
+    """The fit repeated on ``train`` (same model, method and settings)."""
     known = _known_labels(fit)
     res: Fit
     if isinstance(fit, EMFit):
@@ -129,15 +135,28 @@ def _refit(fit: Any, train: RatingData, seed: int) -> tuple[np.ndarray, np.ndarr
             n_inits=int(fit.settings.get("n_inits", 4)),
             known_labels=known,
         )
-    return res._point()
+    return res
 
 
-def _unit_log_lik(fit: Any, pi: np.ndarray, theta: np.ndarray, units: np.ndarray) -> np.ndarray:
-    """``log p(y_u | pi, theta)`` of the given units (``log p(y_u, z_u)`` for a known unit)."""
+def _unit_log_lik(fit: Any, point: Fit, units: np.ndarray) -> np.ndarray:
+    """``log p(y_u | estimate)`` of the given units of ``fit.data`` (``log p(y_u, z_u)`` for a known unit).
+
+    ``point`` is ``fit`` or one of its refits.  Item-level families: the
+    unit's item parameters integrated out over their prior, at ``point``'s
+    ``pi`` and rater parameters.
+    """
+    known = None if fit.known is None else np.asarray(fit.known)[units]
+    counts = fit.data.counts[units]
+    if isinstance(point, ItemLevelMixin):
+        p = point._params()
+        rule = rule_for(fit.model, fit.data.counts, fit.data.n_categories)
+        lj = condition_on_known(marginal_log_joint_k(counts, p["log_pi"], p["ability"], rule), known)[0]
+        with np.errstate(invalid="ignore"):
+            return logsumexp(lj, axis=1)
+    pi, theta = point._point()
     with np.errstate(divide="ignore"):
         lp, lt = np.log(pi), np.log(theta)
-    known = None if fit.known is None else np.asarray(fit.known)[units]
-    _, ll = class_log_posterior(fit.data.counts[units], lp, lt, known=known)
+    _, ll = class_log_posterior(counts, lp, lt, known=known)
     return ll
 
 
@@ -187,14 +206,13 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
         for f in range(k):
             out = np.flatnonzero(fold == f)
             held = np.bincount(unit_of_item[out], minlength=data.n_units)
-            pi, theta = _refit(fit, _training_data(data, held), seed + f)
-            params.append((pi, theta))
+            refit = _refit(fit, _training_data(data, held), seed + f)
+            params.append(refit._point())
             units = np.unique(unit_of_item[out])
-            ll = _unit_log_lik(fit, pi, theta, units)
+            ll = _unit_log_lik(fit, refit, units)
             elpd_i[out] = ll[np.searchsorted(units, unit_of_item[out])]
             bar.update()
-    pi, theta = fit._point()
-    lpd = float(np.sum(_unit_log_lik(fit, pi, theta, np.arange(data.n_units)) * weight))
+    lpd = float(np.sum(_unit_log_lik(fit, fit, np.arange(data.n_units)) * weight))
     elpd = float(elpd_i.sum())
     if not np.isfinite(elpd):
         warnings.warn(

@@ -135,7 +135,7 @@ class ItemLevelMixin(Fit):
 
     @cached_property
     def _rule(self) -> QuadratureRule:
-        return rule_for(self.model, self.data.counts)
+        return rule_for(self.model, self.data.counts, self.data.n_categories)
 
     @cached_property
     def _distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -207,7 +207,7 @@ class ItemDifficulty(ModelFamily):
             return {}
         from .item_marginal import rule_for
 
-        rule = rule_for(self, data.counts)
+        rule = rule_for(self, data.counts, data.n_categories)
         return {
             "Q": rule.n_nodes,
             "node_difficulty": rule.difficulty,

@@ -53,6 +53,8 @@ __all__ = [
     "MAX_GUESSING",
 ]
 
+#: count matrices up to this many cells are multiplied dense (small data), larger ones sparse
+DENSE_CELLS = 2**20
 #: trapezoidal nodes on the standardised difficulty, over [-DIFFICULTY_RANGE, DIFFICULTY_RANGE]
 #: (chosen by the accuracy study in bench/RESULTS_item_difficulty_marginal.md)
 N_DIFFICULTY = 29
@@ -169,15 +171,16 @@ def quadrature_rule(
     )
 
 
-def rule_for(model: Any, counts: sp.spmatrix) -> QuadratureRule:
+def rule_for(model: Any, counts: sp.spmatrix, K: int = 2) -> QuadratureRule:
     """The rule the fits of ``model`` (an :class:`~pyrater.models.ItemDifficulty`) use on a count matrix.
 
-    The guessing axis gets enough Gauss-Jacobi nodes to be exact for the unit with the most ratings.
+    ``counts`` is (U, K J) with ``K`` categories.  The guessing axis gets
+    enough Gauss-Jacobi nodes to be exact for the unit with the most ratings.
     """
-    J = counts.shape[1] // 2
+    J = counts.shape[1] // K
     n = np.asarray(counts.sum(axis=1)).ravel()
     return quadrature_rule(
-        model.priors(2, J),
+        model.priors(K, J),
         discrimination=bool(model.discrimination),
         guessing=bool(model.guessing),
         max_ratings=int(n.max()) if n.size else 1,
@@ -229,7 +232,7 @@ def node_log_lik_k(counts: sp.csr_matrix, ability: np.ndarray, rule: QuadratureR
     log_spread = np.log(K - 1.0)
     out = np.empty((S, counts.shape[0], rule.n_nodes, K))
     C = counts.tocsr()
-    dense = C.toarray() if C.shape[0] <= 4096 else None
+    dense = C.toarray() if C.shape[0] * C.shape[1] <= DENSE_CELLS else None
     for k in range(K):
         eta = delta[None, :, None] * (ability[:, None, :, k] - beta[None, :, None])  # (S, Q, J)
         wrong = log1m_g[None, :, None] + log_expit(-eta)  # log P(not right)
