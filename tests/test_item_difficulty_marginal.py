@@ -9,6 +9,7 @@ model's NUTS posterior (two independent samplers of the same model).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -212,6 +213,112 @@ def test_stan_density_and_log_lik_match_the_quadrature(stan_engine, variant):
         np.testing.assert_allclose(
             stan_engine.generated_quantities("item_difficulty_marginal", dc, p)["log_lik"][inverse], ll, rtol=1e-12
         )
+
+
+# ------------------------------------------------------------------ Stan program, K >= 3 categories
+K3 = 3
+
+
+def tiny_data_k3(seed: int = 0) -> RatingData:
+    """4 items, 2 raters, K = 3: a repeated rating, an item with one rating, items 1 and 3 sharing a row."""
+    rng = np.random.default_rng(seed)
+    item = np.array([0, 0, 0, 1, 1, 2, 3, 3])
+    rater = np.array([0, 1, 0, 0, 1, 1, 0, 1])  # rater 0 rates item 0 twice
+    rating = rng.integers(0, K3, size=item.size)
+    rating[6:] = rating[3:5]  # item 3 copies item 1
+    return RatingData.from_codes(item, rater, rating, n_categories=K3, n_items=4, n_raters=2)
+
+
+def stan_data_marginal_k(data: RatingData, model: ItemDifficulty, known: np.ndarray | None = None) -> dict:
+    """The marginal program's data at K >= 3: the common layout, the model's prior entries and its rule."""
+    K, J = data.n_categories, data.n_raters
+    layout = stan_data(data, "dawid_skene", known=known)
+    d = {key: layout[key] for key in ("K", "J", "I", "weight", "nnz", "w", "v", "u", "known", "write_log_lik")}
+    priors = model.priors(K, J)
+    d.update(model.stan_priors(priors, K, J))
+    n_ratings = np.asarray(data.counts.sum(axis=1)).ravel()
+    rule = quadrature_rule(priors, model.discrimination, model.guessing, max_ratings=int(n_ratings.max()))
+    d.update(
+        Q=rule.n_nodes,
+        node_difficulty=rule.difficulty,
+        node_discrimination=rule.discrimination,
+        node_guessing=rule.guessing,
+        node_log_weight=rule.log_weight,
+    )
+    return d
+
+
+def random_raters_k(model: ItemDifficulty, K: int, J: int, rng: np.random.Generator) -> dict:
+    """Random pi and logit accuracies; without the constraint, one below chance."""
+    if model.non_adversarial:
+        accuracy = -np.log(K - 1) + rng.uniform(0.05, 3.0, size=(J, K))
+    else:
+        accuracy = rng.normal(0.0, 1.5, size=(J, K))
+        accuracy[1, 0] = -np.log(K - 1) - 1.0
+    return {"pi": rng.dirichlet(np.full(K, 2.0)), "logit_accuracy": accuracy}
+
+
+def quadrature_log_lik_k(data: RatingData, p: dict, d: dict) -> np.ndarray:
+    """log p(y_i | z_i = k), (I, K), K >= 3: the rule's weighted sum over its nodes, by loops over units and ratings."""
+    K = data.n_categories
+    beta, delta, gamma = d["node_difficulty"], d["node_discrimination"], d["node_guessing"]
+    out = np.empty((data.n_units, K))
+    for i in range(data.n_units):
+        for z in range(K):
+            log_node = d["node_log_weight"].copy()  # (Q,)
+            for r, y in zip(data.rater[data.unit == i], data.rating[data.unit == i]):
+                right = gamma + (1 - gamma) * expit(delta * (p["logit_accuracy"][r, z] - beta))
+                log_node += np.log(right if y == z else (1 - right) / (K - 1))
+            out[i, z] = logsumexp(log_node)
+    return out
+
+
+@pytest.mark.stan
+@pytest.mark.parametrize("variant", range(len(VARIANTS)))
+def test_stan_k3_density_log_lik_and_theta_match_the_quadrature(stan_engine, variant):
+    model = VARIANTS[variant]
+    data = tiny_data_k3()
+    rng = np.random.default_rng(40 + variant)
+    known = np.array([-1, -1, 1, -1])  # item 2 of known class 2
+    for known_arg in (None, known):
+        d = stan_data_marginal_k(data, model, known=known_arg)
+        p = random_raters_k(model, K3, data.n_raters, rng)
+        lj = quadrature_log_lik_k(data, p, d) + np.log(p["pi"])
+        ll = logsumexp(lj, axis=1)
+        if known_arg is not None:
+            ll[known >= 0] = lj[known >= 0, known[known >= 0]]
+        log_prior = stats.dirichlet.logpdf(p["pi"], d["alpha"])
+        for k, (m, s) in enumerate(d["accuracy_prior"]):
+            log_prior += stats.norm.logpdf(p["logit_accuracy"][:, k], m, s).sum()
+            if model.non_adversarial:  # truncated to logit_accuracy > -log(K - 1)
+                log_prior -= data.n_raters * stats.norm.logsf(-np.log(K3 - 1), m, s)
+        lp = stan_engine.log_prob("item_difficulty_marginal", d, p, jacobian=False)
+        assert lp - log_prior == pytest.approx(ll.sum(), rel=1e-10)
+        gq = stan_engine.generated_quantities("item_difficulty_marginal", d, p)
+        np.testing.assert_allclose(gq["log_lik"], ll, rtol=1e-10)
+        acc = expit(p["logit_accuracy"])
+        np.testing.assert_allclose(gq["theta"][:, np.arange(K3), np.arange(K3)], acc, rtol=1e-12)
+        np.testing.assert_allclose(gq["theta"][:, 0, 1:], np.column_stack([(1 - acc[:, 0]) / (K3 - 1)] * 2))
+        # the same on the distinct rows, weighted (what the fits run)
+        dc, inverse = compress_stan_data(d)
+        assert dc["I"] == data.n_units - 1
+        assert stan_engine.log_prob("item_difficulty_marginal", dc, p, jacobian=False) == pytest.approx(lp, rel=1e-12)
+        np.testing.assert_allclose(
+            stan_engine.generated_quantities("item_difficulty_marginal", dc, p)["log_lik"][inverse], ll, rtol=1e-12
+        )
+
+
+@pytest.mark.stan
+def test_stan_k3_all_rating_patterns_sum_to_one(stan_engine):
+    """The marginal likelihood is a distribution over the ratings: the 3^2 patterns of 2 raters sum to 1."""
+    patterns = np.array(list(itertools.product(range(K3), repeat=2)))
+    n = len(patterns)
+    data = RatingData.from_codes(
+        np.repeat(np.arange(n), 2), np.tile([0, 1], n), patterns.ravel(), n_categories=K3, n_items=n, n_raters=2
+    )
+    p = random_raters_k(MARGINAL, K3, 2, np.random.default_rng(6))
+    gq = stan_engine.generated_quantities("item_difficulty_marginal", stan_data_marginal_k(data, MARGINAL), p)
+    assert np.exp(logsumexp(gq["log_lik"])) == pytest.approx(1.0, rel=1e-12)
 
 
 # ------------------------------------------------------------------ fits
