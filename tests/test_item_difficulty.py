@@ -43,11 +43,19 @@ def test_model_object_variants_and_registry():
     assert priors["sens_prior"].tolist() == [1.0, 2.0] and priors["discrimination_scale"] == 0.25
 
 
-def test_errors_binary_only_and_bad_priors():
-    with pytest.raises(ValueError, match="binary only in this version"):
-        ItemDifficulty().priors(3, 4)
-    with pytest.raises(ValueError, match="binary only in this version"):
-        pyrater.simulate("item_difficulty", 10, 3, n_categories=3, seed=0)
+def test_errors_of_the_priors_by_number_of_categories_and_bad_priors():
+    with pytest.raises(ValueError, match="sens_prior is the binary model's prior; with K = 3"):
+        ItemDifficulty(sens_prior=(1.0, 2.0)).priors(3, 4)
+    with pytest.raises(ValueError, match="accuracy_prior is the prior of K >= 3"):
+        ItemDifficulty(accuracy_prior=(1.0, 2.0)).priors(2, 4)
+    with pytest.raises(ValueError, match=r"accuracy_prior must have shape \(2,\) or \(3, 2\)"):
+        ItemDifficulty(accuracy_prior=np.ones((4, 2))).priors(3, 4)
+    with pytest.raises(ValueError, match="accuracy_prior must have scales"):
+        ItemDifficulty(accuracy_prior=(1.0, 0.0)).priors(3, 4)
+    with pytest.raises(ValueError, match="logit_accuracy is for K >= 3"):
+        pyrater.simulate("item_difficulty", 10, 3, logit_accuracy=np.ones((3, 2)), seed=0)
+    with pytest.raises(ValueError, match="logit_sens / logit_spec are the binary model's"):
+        pyrater.simulate("item_difficulty", 10, 3, n_categories=3, logit_sens=np.ones(3), seed=0)
     with pytest.raises(ValueError, match="guessing_prior must be > 0"):
         ItemDifficulty(guessing_prior=(0.0, 9.0)).priors(2, 3)
     with pytest.raises(ValueError, match="sens_prior must have a scale"):
@@ -56,9 +64,6 @@ def test_errors_binary_only_and_bad_priors():
         ItemDifficulty(difficulty_scale=[1.0, 2.0]).priors(2, 3)
     with pytest.raises(ValueError, match="discrimination must be True or False"):
         ItemDifficulty(discrimination="yes")
-    three = pyrater.simulate("dawid_skene", 20, 3, n_categories=3, seed=0).data
-    with pytest.raises(ValueError, match="binary only in this version"):
-        pyrater.fit(three, "item_difficulty", method="optimize")
 
 
 def test_simulator_is_seeded_and_follows_the_model():

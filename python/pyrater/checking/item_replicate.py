@@ -4,7 +4,8 @@ For posterior draw ``s`` every design item gets a true class and item
 parameters (difficulty, discrimination, guessing), and every design row a
 rating from ``P(right) = gamma + (1 - gamma) inv_logit(delta (ability - difficulty))``
 with the rater's logit sensitivity (positive class) or specificity
-(negative class) as ability:
+(negative class) as ability (K >= 3: its logit accuracy on the item's class;
+a wrong rating is one of the other categories, evenly):
 
 * ``"same_items"``: an observed item keeps its parameters of draw ``s`` and
   its class is drawn from its posterior ``P(z_i | y_i, draw s)``;
@@ -28,16 +29,10 @@ import numpy as np
 from scipy.special import expit, logsumexp
 
 from ..fits.item_difficulty import ItemLevelMixin, condition_on_known
-from ..models.item_difficulty import item_log_joint
+from ..models.item_difficulty import accuracy_theta, item_log_joint_k
 from .replicate import Design, Replicate, categorical
 
 __all__ = ["item_replicates"]
-
-
-def _theta(logit_sens: np.ndarray, logit_spec: np.ndarray) -> np.ndarray:
-    """Error matrices (J, 2, 2) on an item of difficulty 0, discrimination 1 and no guessing."""
-    se, sp = expit(logit_sens), expit(logit_spec)
-    return np.stack([np.stack([sp, 1 - sp], -1), np.stack([1 - se, se], -1)], axis=1)
 
 
 def _item_values(
@@ -78,27 +73,29 @@ def item_replicates(
     observed = item_unit >= 0
     D = item_unit.size
     marginal = fit.marginal
+    K = fit.data.n_categories
     for s, p in enumerate(pick):
         b = {k: (None if v is None else v[p : p + 1]) for k, v in params.items()}
         pi = np.exp(b["log_pi"][0])  # type: ignore[index]
         z_obs = np.empty(D, dtype=np.int64)
         if marginal:
             # class and node jointly from their posterior given the unit's ratings (distinct rows)
-            nl = fit.node_log_joint(b)[0]  # (G, Q, 2)
+            nl = fit.node_log_joint(b)[0]  # (G, Q, K)
             G, Q = nl.shape[:2]
-            joint = np.exp(nl - logsumexp(nl, axis=(1, 2), keepdims=True)).reshape(G, 2 * Q)
+            joint = np.exp(nl - logsumexp(nl, axis=(1, 2), keepdims=True)).reshape(G, K * Q)
             row = fit._distinct[1][item_unit[observed]]
             cell = categorical(rng, joint[row])
-            z_obs[observed] = cell % 2
+            z_obs[observed] = cell % K
             node = np.zeros(D, dtype=np.int64)
-            node[observed] = cell // 2
+            node[observed] = cell // K
         else:
-            lj = condition_on_known(item_log_joint(fit.data.counts, **b), fit.known)[0]  # type: ignore[arg-type]
+            lj = item_log_joint_k(fit.data.counts, K, **b)  # type: ignore[arg-type]
+            lj = condition_on_known(lj, fit.known)[0]
             post = np.exp(lj - logsumexp(lj, axis=1, keepdims=True))
             z_obs[observed] = categorical(rng, post[item_unit[observed]])
-        z_obs[~observed] = categorical(rng, np.broadcast_to(pi, (int((~observed).sum()), 2)))
+        z_obs[~observed] = categorical(rng, np.broadcast_to(pi, (int((~observed).sum()), K)))
         if design == "new_items":
-            z = categorical(rng, np.broadcast_to(pi, (D, 2)))
+            z = categorical(rng, np.broadcast_to(pi, (D, K)))
             kept = np.zeros(D, dtype=bool)
         else:
             z = z_obs
@@ -118,10 +115,14 @@ def item_replicates(
             b["discrimination"], kept, units, 1.0, lambda n: rng.lognormal(0.0, s_scale, size=n)
         )
         guessing = _item_values(b["guessing"], kept, units, 0.0, lambda n: rng.beta(g_a, g_b, size=n))
-        sens, spec = b["logit_sens"][0], b["logit_spec"][0]  # type: ignore[index]
+        acc = b["ability"][0]  # type: ignore[index]
         z_row = z[item_of_row]
-        ability = np.where(z_row == 1, sens[raters], spec[raters])
+        ability = acc[raters, z_row]
         i = item_of_row
         right = guessing[i] + (1 - guessing[i]) * expit(discrimination[i] * (ability - difficulty[i]))
-        ratings = np.where(rng.random(i.size) < right, z_row, 1 - z_row)
-        yield Replicate(draw=s, pi=pi, theta=_theta(sens, spec), z_observed=z_obs, z=z, ratings=ratings)
+        hit = rng.random(i.size) < right
+        if K == 2:
+            ratings = np.where(hit, z_row, 1 - z_row)
+        else:  # a wrong rating is one of the other K - 1 categories, evenly
+            ratings = np.where(hit, z_row, (z_row + rng.integers(1, K, size=i.size)) % K)
+        yield Replicate(draw=s, pi=pi, theta=accuracy_theta(acc), z_observed=z_obs, z=z, ratings=ratings)

@@ -52,6 +52,7 @@ VAR_DIMS: dict[str, tuple[str, ...]] = {
     "log_lik": ("item",),
     "rho": ("community",),
     "community_prob": ("rater", "community"),
+    "logit_accuracy": ("rater", "category"),
 }
 
 

@@ -5,7 +5,7 @@ matrix per rater; under the item-difficulty model every (item, rater) pair
 has its own response probabilities, so these fits compute the per-item log
 joint ``log p(y_i, z_i = k)`` from the draws (or the mode) of ``pi``, the
 rater and the item parameters with
-:func:`pyrater.models.item_difficulty.item_log_joint`, in blocks of draws:
+:func:`pyrater.models.item_difficulty.item_log_joint_k`, in blocks of draws:
 
 * class probabilities: the mean over draws of ``P(z_i | y_i, draw)``
   (Rao-Blackwellised), one-hot for a unit of known class;
@@ -13,7 +13,7 @@ rater and the item parameters with
 
 The marginal variant (``ItemDifficulty(item_effects="marginal")``) has no
 item parameters among its draws: its log joint integrates them out with the
-model's quadrature rule (:func:`pyrater.models.item_marginal.marginal_log_joint`),
+model's quadrature rule (:func:`pyrater.models.item_marginal.node_log_lik_k`),
 computed once per distinct row of the data and mapped back to the units;
 :meth:`ItemLevelMixin.item_parameters` then reports each item's posterior mean
 given its ratings (the quadrature's posterior weights).
@@ -36,8 +36,8 @@ from scipy.special import expit, logsumexp
 
 from ..data.rows import compress_rows
 from ..models import Model
-from ..models.item_difficulty import item_log_joint
-from ..models.item_marginal import QuadratureRule, node_log_lik, rule_for
+from ..models.item_difficulty import ability_of, item_log_joint_k
+from ..models.item_marginal import QuadratureRule, node_log_lik_k, rule_for
 from .base import Fit
 from .draws import DrawsFit, safe_log
 from .em import EMFit
@@ -61,7 +61,7 @@ _BLOCK = 64
 #: numbers per block of the marginal log joint (draws x distinct rows x nodes x 2), bounding its memory
 _MARGINAL_BLOCK = 4_000_000
 #: the model's own parameters reported by the summary and diagnostics, after pi and theta
-OWN_PARAMETERS = ("logit_sens", "logit_spec", "difficulty", "discrimination", "guessing")
+OWN_PARAMETERS = ("logit_sens", "logit_spec", "logit_accuracy", "difficulty", "discrimination", "guessing")
 
 
 def parameter_draws(values: Mapping[str, Any], lead: int) -> dict[str, Any]:
@@ -70,27 +70,30 @@ def parameter_draws(values: Mapping[str, Any], lead: int) -> dict[str, Any]:
     Parameters
     ----------
     values : mapping
-        ``pi``, ``logit_sens``, ``logit_spec``, ``difficulty``,
+        ``pi``; the rater parameters (``logit_sens`` and ``logit_spec`` at
+        K = 2, ``logit_accuracy`` at K >= 3); ``difficulty``,
         ``discrimination`` and ``guessing`` (the last two may be empty or absent),
         each with ``lead`` leading sample axes (2: chain, draw; 0: a mode).
 
     Returns
     -------
     dict
-        ``log_pi`` (S, 2), ``logit_sens`` and ``logit_spec`` (S, J),
+        ``log_pi`` (S, K), ``ability`` (S, J, K) (each rater's logit accuracy
+        per true class: :func:`~pyrater.models.item_difficulty.ability_of`),
         ``difficulty``, ``discrimination`` and ``guessing`` (S, I) or None (absent, or switched off:
         the marginal variant has none).
     """
     S = int(np.prod(np.shape(values["pi"])[:lead]))
+    K = int(np.shape(values["pi"])[-1])
 
     def flat(name: str) -> np.ndarray:
         arr = np.asarray(values[name], dtype=float)
         return arr.reshape(S, *arr.shape[lead:])
 
+    names = ("logit_accuracy",) if K > 2 else ("logit_spec", "logit_sens")
     out: dict[str, Any] = {
         "log_pi": safe_log(flat("pi")),
-        "logit_sens": flat("logit_sens"),
-        "logit_spec": flat("logit_spec"),
+        "ability": ability_of({n: flat(n) for n in names}, K),
     }
     for name in ("difficulty", "discrimination", "guessing"):
         arr = flat(name) if name in values else np.empty((S, 0))
@@ -103,11 +106,11 @@ def _block(params: dict[str, np.ndarray | None], lo: int, hi: int) -> dict[str, 
 
 
 def condition_on_known(lj: np.ndarray, known: np.ndarray | None) -> np.ndarray:
-    """``lj`` (S, I, 2) with the classes of known units fixed (other class -inf), in place."""
+    """``lj`` (S, I, K) with the classes of known units fixed (the other classes -inf), in place."""
     if known is not None:
         rows = np.flatnonzero(np.asarray(known) >= 0)
-        other = 1 - np.asarray(known)[rows]
-        lj[:, rows, other] = -np.inf
+        other = np.arange(lj.shape[-1])[None, :] != np.asarray(known)[rows, None]  # (n, K)
+        lj[:, rows, :] = np.where(other[None], -np.inf, lj[:, rows, :])
     return lj
 
 
@@ -149,23 +152,25 @@ class ItemLevelMixin(Fit):
         if not self.marginal:
             return _BLOCK
         G = self._distinct[0].size
-        return int(max(1, min(_BLOCK, _MARGINAL_BLOCK // (2 * G * self._rule.n_nodes))))
+        K = self.data.n_categories
+        return int(max(1, min(_BLOCK, _MARGINAL_BLOCK // (K * G * self._rule.n_nodes))))
 
     def node_log_joint(self, b: Mapping[str, Any]) -> np.ndarray:
-        """Marginal variant: ``log p(y_u, z_u = k, node q)`` of the distinct rows, (S, G, Q, 2), known fixed.
+        """Marginal variant: ``log p(y_u, z_u = k, node q)`` of the distinct rows, (S, G, Q, K), known fixed.
 
-        ``b`` holds ``log_pi`` (S, 2), ``logit_sens`` and ``logit_spec`` (S, J); rows as :attr:`_distinct`.
+        ``b`` holds ``log_pi`` (S, K) and ``ability`` (S, J, K); rows as :attr:`_distinct`.
         """
         first, _, known = self._distinct
-        nl = node_log_lik(self.data.counts[first], b["logit_sens"], b["logit_spec"], self._rule)
+        nl = node_log_lik_k(self.data.counts[first], b["ability"], self._rule)
         nl += self._rule.log_weight[None, None, :, None] + b["log_pi"][:, None, None, :]
         if known is not None:
             rows = np.flatnonzero(known >= 0)
-            nl[:, rows, :, 1 - known[rows]] = -np.inf
+            other = np.arange(nl.shape[-1])[None, :] != known[rows, None]  # (n, K)
+            nl[:, rows] = np.where(other[None, :, None, :], -np.inf, nl[:, rows])
         return nl
 
     def _log_joint_blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Yield ``(lo, hi, lj)``: the log joint (hi - lo, I, 2) of blocks of draws, known classes fixed."""
+        """Yield ``(lo, hi, lj)``: the log joint (hi - lo, I, K) of blocks of draws, known classes fixed."""
         params = self._params()
         S = params["log_pi"].shape[0]
         step = self._block_size()
@@ -176,7 +181,7 @@ class ItemLevelMixin(Fit):
                 lj = logsumexp(self.node_log_joint(b), axis=2)[:, self._distinct[1]]
                 yield lo, hi, lj
             else:
-                lj = item_log_joint(self.data.counts, **b)
+                lj = item_log_joint_k(self.data.counts, self.data.n_categories, **b)
                 yield lo, hi, condition_on_known(lj, self.known)
 
     def _marginal_item_means(self) -> dict[str, np.ndarray]:
@@ -196,7 +201,7 @@ class ItemLevelMixin(Fit):
 
     @cached_property
     def _item_probs(self) -> np.ndarray:
-        total = np.zeros((self.data.n_units, 2))
+        total = np.zeros((self.data.n_units, self.data.n_categories))
         S = 0
         for lo, hi, lj in self._log_joint_blocks():
             total += np.exp(lj - logsumexp(lj, axis=2, keepdims=True)).sum(axis=0)
@@ -238,10 +243,18 @@ class ItemLevelMixin(Fit):
         """Per rater: posterior mean (or mode) of the logit sensitivity / specificity and of the probabilities.
 
         ``sensitivity`` and ``specificity`` are on an item of difficulty 0,
-        discrimination 1 and no guessing.
+        discrimination 1 and no guessing.  With K >= 3 categories: the
+        columns ``logit_accuracy[c]`` and ``accuracy[c]`` for every category
+        ``c`` (the probability of rating an item of true class ``c`` right).
         """
         p = self._params()
-        sens, spec = np.asarray(p["logit_sens"]), np.asarray(p["logit_spec"])
+        ability = np.asarray(p["ability"])
+        if ability.shape[-1] > 2:
+            cats = [str(c) for c in self.data.categories]
+            cols = {f"logit_accuracy[{c}]": ability[:, :, k].mean(axis=0) for k, c in enumerate(cats)}
+            cols |= {f"accuracy[{c}]": expit(ability[:, :, k]).mean(axis=0) for k, c in enumerate(cats)}
+            return pd.DataFrame(cols, index=self.data.rater_labels.rename("rater"))
+        spec, sens = ability[..., 0], ability[..., 1]
         return pd.DataFrame(
             {
                 "logit_sens": sens.mean(axis=0),
@@ -291,7 +304,10 @@ class _ItemLevelDraws(ItemLevelMixin, DrawsFit):
             if arr.shape[2] == 0:
                 continue
             blocks.append((arr, 1))
-            if name.startswith("logit_"):
+            if name == "logit_accuracy":
+                cats = [str(c) for c in self.data.categories]
+                names += [f"{name}[{r}, {c}]" for r in labels["rater"] for c in cats]
+            elif name.startswith("logit_"):
                 names += [f"{name}[{r}]" for r in labels["rater"]]
             else:
                 names += [f"{name}[{i}]" for i in labels["item"]]
@@ -320,7 +336,8 @@ class ItemDifficultyOptimizeFit(ItemLevelMixin, OptimizeFit):
 class ItemDifficultyEMFit(ItemLevelMixin, EMFit):
     """An item-difficulty model fitted by EM (the fields of :class:`~pyrater.fits.em.EMFit`).
 
-    ``model_params`` holds ``logit_sens``, ``logit_spec`` (J,) and
+    ``model_params`` holds ``logit_sens``, ``logit_spec`` (J,) (K >= 3:
+    ``logit_accuracy`` (J, K)) and
     ``difficulty`` (and ``discrimination``, ``guessing`` where the variant
     has them) (I,); ``theta`` each rater's error matrix on an item of
     difficulty 0, discrimination 1 and no guessing; ``class_probs`` the

@@ -1,4 +1,4 @@
-"""Item-difficulty rating model (Han, Adiguzel & Carpenter 2024): binary ratings of heterogeneous items.
+"""Item-difficulty rating model (Han, Adiguzel & Carpenter 2024): ratings of heterogeneous items.
 
 For item ``i`` of true class ``z_i`` (code 1 positive, code 0 negative) and rater ``j``::
 
@@ -12,9 +12,23 @@ and priors follow the authors' Stan programs
 (github.com/bob-carpenter/crowdsource-computo): ``logit_sens ~ N(1, 2)``,
 ``logit_spec ~ N(2, 2)``, ``difficulty ~ N(0, 1)``, ``delta ~ lognormal(0,
 0.25)``, ``pi ~ Dirichlet(2, 2)``; guessing ``~ Beta(1, 9)`` here.  Stan
-program ``stan/item_difficulty.stan``; binary only.  EM (``method="em"``,
+program ``stan/item_difficulty.stan``.  EM (``method="em"``,
 :func:`pyrater.em`) runs the family's own generalised EM
 (:mod:`pyrater.inference.em.item_difficulty`).
+
+With K >= 3 categories the model is GLAD's multi-class form (Whitehill et
+al. 2009) with the same item parameters: rater ``j`` has an accuracy
+``logit_accuracy[j, k]`` per true class ``k`` and errs evenly over the other
+``K - 1`` categories::
+
+    r = gamma_i + (1 - gamma_i) * inv_logit(delta_i * (logit_accuracy[j, k] - difficulty[i]))
+    P(y_ij = k | z_i = k) = r,   P(y_ij = l | z_i = k) = (1 - r) / (K - 1)  (l != k)
+
+At K = 2 this is the binary model, ``logit_accuracy = (logit_spec,
+logit_sens)``; the binary family keeps its own names, priors and
+non-adversarial constraint.  For K >= 3, ``logit_accuracy[j, k] ~
+N(accuracy_prior[k])`` (default ``N(1.5, 2)``), and a non-adversarial rater
+is above chance (1 / K) on every class: ``logit_accuracy > -log(K - 1)``.
 
 Per-item parameters make the rating-pattern compression of grouped data
 invalid: grouped data is expanded to one unit per item before fitting
@@ -40,7 +54,16 @@ from .base import ModelFamily, numeric_array, positive_array, resolve_alpha
 from .registry import register
 from .simulate import SeedLike, Simulation, _check_categories, _design, _pi, _start
 
-__all__ = ["ItemDifficulty", "simulate_item_difficulty", "item_log_joint", "expand_to_items", "ITEM_PARAMETERS"]
+__all__ = [
+    "ItemDifficulty",
+    "simulate_item_difficulty",
+    "item_log_joint",
+    "item_log_joint_k",
+    "ability_of",
+    "accuracy_theta",
+    "expand_to_items",
+    "ITEM_PARAMETERS",
+]
 
 #: How the item parameters enter: sampled per item, or integrated out by quadrature.
 ITEM_EFFECTS = ("per_item", "marginal")
@@ -50,7 +73,7 @@ ITEM_PARAMETERS = ("difficulty", "discrimination", "guessing")
 #: normal(0, 1) on the difficulty, lognormal(0, 0.25) on the discrimination, beta(2, 2) on the prevalence);
 #: Beta(1, 9) on the guessing (mean 0.1, mode 0)
 DEFAULT_PRIORS: dict[str, Any] = {
-    "alpha": (2.0, 2.0),
+    "alpha": 2.0,
     "sens_prior": (1.0, 2.0),
     "spec_prior": (2.0, 2.0),
     "difficulty_scale": 1.0,
@@ -59,21 +82,34 @@ DEFAULT_PRIORS: dict[str, Any] = {
 }
 
 
-def _binary_only(K: int) -> None:
-    if K != 2:
-        raise ValueError(
-            f"the item_difficulty model is binary only in this version (K = 2 categories); the data have K = {K}"
-        )
+#: K >= 3: the normal prior on every class's logit accuracy, (location, scale)
+DEFAULT_ACCURACY_PRIOR = (1.5, 2.0)
+#: K >= 3: the simulator's default logit accuracies, N(location, scale) per rater and class
+SIMULATED_ACCURACY = (1.75, 0.5)
+
+
+def _check_k(K: int) -> None:
+    if K < 2:
+        raise ValueError(f"the item_difficulty model needs K >= 2 categories; the data have K = {K}")
+
+
+def chance_logit(K: int) -> float:
+    """``logit(1 / K) = -log(K - 1)``: the non-adversarial bound on a logit accuracy at K >= 3 (0 at K = 2)."""
+    return -float(np.log(K - 1))
 
 
 @register
 @dataclass(frozen=True)
 class ItemDifficulty(ModelFamily):
-    """Item-difficulty model of Han, Adiguzel & Carpenter (2024), binary ratings.
+    """Item-difficulty model of Han, Adiguzel & Carpenter (2024).
 
+    Binary ratings:
     ``P(y=1 | z=1) = gamma_i + (1 - gamma_i) inv_logit(delta_i (logit_sens_j - difficulty_i))``,
     ``P(y=0 | z=0) = gamma_i + (1 - gamma_i) inv_logit(delta_i (logit_spec_j - difficulty_i))``.
-    Category code 1 (the second category) is the positive class.
+    Category code 1 (the second category) is the positive class.  K >= 3
+    categories: ``P(y=k | z=k) = gamma_i + (1 - gamma_i) inv_logit(delta_i
+    (logit_accuracy_jk - difficulty_i))``, the rest spread evenly over the
+    other categories (GLAD's multi-class form; see the module docstring).
 
     Parameters
     ----------
@@ -84,12 +120,16 @@ class ItemDifficulty(ModelFamily):
         ``discrimination=False, guessing=False`` is the 1PL model.
     non_adversarial : bool
         Constrain ``logit_sens[j] + logit_spec[j] > 0`` (sensitivity plus
-        specificity above 1 on an item of difficulty 0); False allows
-        adversarial raters (and label switching).
-    alpha : array (2,) or scalar, optional
-        Dirichlet prior on the prevalence ``pi`` (default (2, 2)).
+        specificity above 1 on an item of difficulty 0); at K >= 3, every
+        ``logit_accuracy[j, k] > -log(K - 1)`` (above chance on every class).
+        False allows adversarial raters (and label switching).
+    alpha : array (K,) or scalar, optional
+        Dirichlet prior on the prevalence ``pi`` (default 2 for every class).
     sens_prior, spec_prior : (location, scale), optional
-        Normal priors on the logit sensitivity and specificity (default (1, 2) and (2, 2)).
+        K = 2: normal priors on the logit sensitivity and specificity (default (1, 2) and (2, 2)).
+    accuracy_prior : array (2,) or (K, 2), optional
+        K >= 3: normal prior (location, scale) on each class's logit accuracy,
+        one row for every class or one per class (default (1.5, 2)).
     difficulty_scale : float, optional
         ``difficulty ~ N(0, difficulty_scale)`` (default 1).
     discrimination_scale : float, optional
@@ -118,6 +158,7 @@ class ItemDifficulty(ModelFamily):
     alpha: Any = None
     sens_prior: Any = None
     spec_prior: Any = None
+    accuracy_prior: Any = None
     difficulty_scale: Any = None
     discrimination_scale: Any = None
     guessing_prior: Any = None
@@ -183,23 +224,58 @@ class ItemDifficulty(ModelFamily):
         return "1PL+guessing" if self.guessing else "1PL"
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
-        """Resolved prior hyperparameters; ``ValueError`` for K != 2 or a bad prior."""
-        _binary_only(K)
+        """Resolved prior hyperparameters; ``ValueError`` for K < 2 or a bad prior.
+
+        K = 2: ``alpha``, ``sens_prior``, ``spec_prior`` and the item priors;
+        K >= 3: ``alpha``, ``accuracy_prior`` (K, 2) and the item priors.
+        """
+        _check_k(K)
         value = {k: (DEFAULT_PRIORS[k] if getattr(self, k) is None else getattr(self, k)) for k in DEFAULT_PRIORS}
         out = {"alpha": resolve_alpha(value["alpha"], K)}
-        for key in ("sens_prior", "spec_prior"):
-            arr = numeric_array(key, value[key], [(2,)], "(2,): the normal prior's (location, scale)")
-            if arr[1] <= 0:
-                raise ValueError(f"{key} must have a scale (second entry) > 0; got {arr[1]!r}")
-            out[key] = arr
+        if K == 2:
+            if self.accuracy_prior is not None:
+                raise ValueError(
+                    "accuracy_prior is the prior of K >= 3 categories; for binary data give sens_prior and spec_prior"
+                )
+            for key in ("sens_prior", "spec_prior"):
+                arr = numeric_array(key, value[key], [(2,)], "(2,): the normal prior's (location, scale)")
+                if arr[1] <= 0:
+                    raise ValueError(f"{key} must have a scale (second entry) > 0; got {arr[1]!r}")
+                out[key] = arr
+        else:
+            for key in ("sens_prior", "spec_prior"):
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"{key} is the binary model's prior; with K = {K} categories give accuracy_prior "
+                        "(the normal prior on each class's logit accuracy)"
+                    )
+            given = DEFAULT_ACCURACY_PRIOR if self.accuracy_prior is None else self.accuracy_prior
+            arr = numeric_array(
+                "accuracy_prior", given, [(2,), (K, 2)], f"(2,) or ({K}, 2): (location, scale) per class"
+            )
+            arr = np.broadcast_to(arr, (K, 2)).copy()
+            if np.any(arr[:, 1] <= 0):
+                raise ValueError(f"accuracy_prior must have scales (second column) > 0; got {arr[:, 1]!r}")
+            out["accuracy_prior"] = arr
         for key in ("difficulty_scale", "discrimination_scale"):
             out[key] = positive_array(key, value[key], [()], "() (a positive scalar)")
         out["guessing_prior"] = positive_array("guessing_prior", value["guessing_prior"], [(2,)], "(2,): (a, b)")
         return out
 
     def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, Any]:
-        """The prior and variant entries of the Stan program's data block."""
+        """The prior and variant entries of the Stan program's data block.
+
+        The program reads ``sens_prior`` / ``spec_prior`` at K = 2 and
+        ``accuracy_prior`` (K, 2) at K >= 3; the entries it does not read
+        are given their defaults (and an empty (0, 2) ``accuracy_prior``).
+        """
+        fill = {
+            "sens_prior": np.asarray(DEFAULT_PRIORS["sens_prior"], dtype=float),
+            "spec_prior": np.asarray(DEFAULT_PRIORS["spec_prior"], dtype=float),
+            "accuracy_prior": np.zeros((0, 2)),
+        }
         return {
+            **fill,
             **{k: np.asarray(v, dtype=float) for k, v in priors.items()},
             "difficulty_scale": float(priors["difficulty_scale"]),
             "discrimination_scale": float(priors["discrimination_scale"]),
@@ -210,7 +286,9 @@ class ItemDifficulty(ModelFamily):
 
     def stan_init(self, rng: np.random.Generator, K: int, J: int) -> dict[str, Any]:
         """Starting values of the rater parameters: raters mostly right (logit 1 to 2)."""
-        _binary_only(K)
+        _check_k(K)
+        if K > 2:
+            return {"logit_accuracy": rng.uniform(1.0, 2.0, size=(J, K))}
         return {"logit_sens": rng.uniform(1.0, 2.0, size=J), "logit_spec": rng.uniform(1.0, 2.0, size=J)}
 
     @classmethod
@@ -239,7 +317,7 @@ class ItemDifficulty(ModelFamily):
 
         The marginal variant keeps the data as they are (patterns share one likelihood term).
         """
-        _binary_only(data.n_categories)
+        _check_k(data.n_categories)
         return data if self.marginal else expand_to_items(data)
 
 
@@ -310,6 +388,82 @@ def item_log_joint(
     return out
 
 
+def accuracy_theta(ability: np.ndarray) -> np.ndarray:
+    """Error matrices ``(..., J, K, K)`` on an item of difficulty 0 (discrimination 1, no guessing).
+
+    Row ``k``: ``inv_logit(ability[..., j, k])`` on the diagonal, the rest
+    spread evenly over the other ``K - 1`` categories (at K = 2: specificity
+    and sensitivity rows).
+    """
+    ability = np.asarray(ability, dtype=float)
+    K = ability.shape[-1]
+    right = 1.0 / (1.0 + np.exp(-ability))
+    eye = np.eye(K, dtype=bool)
+    return np.where(eye, right[..., :, None], ((1.0 - right) / (K - 1))[..., :, None])
+
+
+def ability_of(values: Any, K: int) -> np.ndarray:
+    """Each rater's logit accuracy per true class, ``(..., J, K)``, from a fit's or simulation's parameters.
+
+    At K = 2 it is ``(logit_spec, logit_sens)`` stacked on the last axis (the
+    binary model's names); at K >= 3 the ``logit_accuracy`` entry itself.
+    """
+    if K > 2:
+        return np.asarray(values["logit_accuracy"], dtype=float)
+    return np.stack([np.asarray(values["logit_spec"], dtype=float), np.asarray(values["logit_sens"], dtype=float)], -1)
+
+
+def item_log_joint_k(
+    counts: sp.csr_matrix,
+    K: int,
+    log_pi: np.ndarray,
+    ability: np.ndarray,
+    difficulty: np.ndarray,
+    discrimination: np.ndarray | None = None,
+    guessing: np.ndarray | None = None,
+) -> np.ndarray:
+    """``log p(y_i, z_i = k)`` for every draw, item and class, any K (numpy, log space).
+
+    For class ``k`` a rating is right when it is ``k``, with probability
+    ``r = gamma + (1 - gamma) inv_logit(delta (ability[j, k] - difficulty))``,
+    and each wrong category has ``(1 - r) / (K - 1)``.  At K = 2 this is
+    :func:`item_log_joint` with ``ability = (logit_spec, logit_sens)``.
+
+    Parameters
+    ----------
+    counts : sparse (I, K J)
+        :attr:`RatingData.counts` of item-level data.
+    K : int
+    log_pi : array (S, K)
+    ability : array (S, J, K)
+        Logit accuracy of each rater on each true class.
+    difficulty : array (S, I)
+    discrimination, guessing : arrays (S, I), optional
+        Default 1 and 0.
+
+    Returns
+    -------
+    array, shape (S, I, K)
+    """
+    item, rater, rating, w = _cells(counts, K)
+    I = counts.shape[0]
+    A = sp.csr_matrix((w, (item, np.arange(item.size))), shape=(I, item.size))
+    log_spread = np.log(K - 1.0)
+    log1m_g = None if guessing is None else np.log1p(-guessing[:, item])
+    out = np.empty((log_pi.shape[0], I, K))
+    for k in range(K):
+        eta = ability[:, rater, k] - difficulty[:, item]
+        if discrimination is not None:
+            eta = eta * discrimination[:, item]
+        right = rating == k
+        miss = log_expit(-eta) if log1m_g is None else log1m_g + log_expit(-eta)  # log P(wrong at all)
+        with np.errstate(divide="ignore"):
+            hit = log_expit(eta) if log1m_g is None else np.log(-np.expm1(miss))
+        lp = np.where(right, hit, miss - log_spread)
+        out[:, :, k] = (A @ lp.T).T + log_pi[:, [k]]
+    return out
+
+
 def simulate_item_difficulty(
     n_items: int,
     n_raters: int,
@@ -321,6 +475,7 @@ def simulate_item_difficulty(
     discrimination: np.ndarray | None = None,
     guessing: np.ndarray | None = None,
     raters_per_item: int | None = None,
+    logit_accuracy: np.ndarray | None = None,
     repeats: int = 1,
     seed: SeedLike = None,
     *,
@@ -328,43 +483,53 @@ def simulate_item_difficulty(
     alpha: np.ndarray | None = None,
     sens_prior: Any = None,
     spec_prior: Any = None,
+    accuracy_prior: Any = None,
     difficulty_scale: Any = None,
     discrimination_scale: Any = None,
     guessing_prior: Any = None,
 ) -> Simulation:
-    """Simulate binary ratings from the item-difficulty model (Han, Adiguzel & Carpenter 2024).
+    """Simulate ratings from the item-difficulty model (Han, Adiguzel & Carpenter 2024; K >= 3: GLAD's form).
 
     Parameters
     ----------
     n_items, n_raters, raters_per_item, repeats, seed, categories, alpha
         As in :func:`simulate_dawid_skene`.
     n_categories : int
-        Must be 2 (binary only in this version).
-    pi : array (2,), optional
+        K >= 2 (default 2).
+    pi : array (K,), optional
         Prevalence (default Dirichlet(alpha)).
     logit_sens, logit_spec : arrays (J,), optional
-        Rater sensitivity / specificity on the logit scale (default
+        K = 2: rater sensitivity / specificity on the logit scale (default
         ``N(1.5, 0.5)`` and ``N(2, 0.5)``: good raters, whatever the priors).
+    logit_accuracy : array (J, K), optional
+        K >= 3: each rater's accuracy on each true class, logit scale
+        (default ``N(1.75, 0.5)``); a wrong rating is any other category,
+        evenly.
     difficulty : array (I,), optional
         Default ``N(0, difficulty_scale)``.
     discrimination : array (I,), optional
         > 0; default ``lognormal(0, discrimination_scale)``.
     guessing : array (I,), optional
         In [0, 1); default ``Beta(guessing_prior)``.
-    sens_prior, spec_prior, difficulty_scale, discrimination_scale, guessing_prior
+    sens_prior, spec_prior, accuracy_prior, difficulty_scale, discrimination_scale, guessing_prior
         Model priors (so a model object can drive the draws; the rater priors are not used).
 
     Returns
     -------
     Simulation
         ``theta`` holds each rater's error matrix on an item of difficulty 0
-        (discrimination 1, no guessing); ``params`` holds ``logit_sens``,
-        ``logit_spec`` (J,), ``difficulty``, ``discrimination``, ``guessing`` (I,).
+        (discrimination 1, no guessing); ``params`` holds ``logit_accuracy``
+        (J, K) (at K = 2 also ``logit_sens`` and ``logit_spec`` (J,), its
+        columns 1 and 0), ``difficulty``, ``discrimination``, ``guessing`` (I,).
     """
     I, J, rng = _start(n_items, n_raters, raters_per_item, repeats, seed)
     K = 2 if n_categories is None else int(n_categories)
-    _binary_only(K)
+    _check_k(K)
     _check_categories(categories, K)
+    if K == 2 and logit_accuracy is not None:
+        raise ValueError("logit_accuracy is for K >= 3 categories; for binary data give logit_sens and logit_spec")
+    if K > 2 and (logit_sens is not None or logit_spec is not None):
+        raise ValueError(f"logit_sens / logit_spec are the binary model's; with K = {K} give logit_accuracy (J, K)")
     pi = _pi(rng, pi, K, alpha)
 
     def given(name: str, value: Any, size: int, draw: Any) -> np.ndarray:
@@ -372,8 +537,14 @@ def simulate_item_difficulty(
             return draw()
         return numeric_array(name, value, [(size,)], f"({size},)")
 
-    sens = given("logit_sens", logit_sens, J, lambda: rng.normal(1.5, 0.5, size=J))
-    spec = given("logit_spec", logit_spec, J, lambda: rng.normal(2.0, 0.5, size=J))
+    if K == 2:
+        sens = given("logit_sens", logit_sens, J, lambda: rng.normal(1.5, 0.5, size=J))
+        spec = given("logit_spec", logit_spec, J, lambda: rng.normal(2.0, 0.5, size=J))
+        acc = np.stack([spec, sens], -1)
+    elif logit_accuracy is None:
+        acc = rng.normal(*SIMULATED_ACCURACY, size=(J, K))
+    else:
+        acc = numeric_array("logit_accuracy", logit_accuracy, [(J, K)], f"({J}, {K})")
     d_scale = float(DEFAULT_PRIORS["difficulty_scale"] if difficulty_scale is None else difficulty_scale)
     s_scale = float(DEFAULT_PRIORS["discrimination_scale"] if discrimination_scale is None else discrimination_scale)
     beta = given("difficulty", difficulty, I, lambda: rng.normal(0.0, d_scale, size=I))
@@ -387,20 +558,26 @@ def simulate_item_difficulty(
     repeats_ = int(repeats)
     z = rng.choice(K, size=I, p=pi).astype(np.int64)
     item, rater = _design(rng, I, J, raters_per_item, repeats_)
-    p_pos = gamma[item] + (1 - gamma[item]) / (1 + np.exp(-delta[item] * (sens[rater] - beta[item])))
-    p_neg = gamma[item] + (1 - gamma[item]) / (1 + np.exp(-delta[item] * (spec[rater] - beta[item])))
-    p_one = np.where(z[item] == 1, p_pos, 1 - p_neg)
-    rating = (rng.random(item.size) < p_one).astype(np.int64)
+    if K == 2:
+        p_pos = gamma[item] + (1 - gamma[item]) / (1 + np.exp(-delta[item] * (sens[rater] - beta[item])))
+        p_neg = gamma[item] + (1 - gamma[item]) / (1 + np.exp(-delta[item] * (spec[rater] - beta[item])))
+        p_one = np.where(z[item] == 1, p_pos, 1 - p_neg)
+        rating = (rng.random(item.size) < p_one).astype(np.int64)
+    else:  # right with probability r, else one of the other K - 1 categories, evenly
+        zi = z[item]
+        r = gamma[item] + (1 - gamma[item]) / (1 + np.exp(-delta[item] * (acc[rater, zi] - beta[item])))
+        right = rng.random(item.size) < r
+        other = (zi + rng.integers(1, K, size=item.size)) % K
+        rating = np.where(right, zi, other).astype(np.int64)
     data = RatingData.from_codes(item, rater, rating, n_categories=K, n_items=I, n_raters=J, categories=categories)
-    se, sp_ = 1 / (1 + np.exp(-sens)), 1 / (1 + np.exp(-spec))
-    theta = np.stack([np.stack([sp_, 1 - sp_], -1), np.stack([1 - se, se], -1)], axis=1)
     params = {
-        "logit_sens": sens,
-        "logit_spec": spec,
+        **({"logit_sens": sens, "logit_spec": spec} if K == 2 else {}),
+        "logit_accuracy": acc,
         "difficulty": beta,
         "discrimination": delta,
         "guessing": gamma,
     }
+    theta = accuracy_theta(acc)
     return Simulation(data=data, z=z, pi=pi, theta=theta, model="item_difficulty", params=params)
 
 

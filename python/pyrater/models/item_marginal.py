@@ -45,7 +45,9 @@ __all__ = [
     "quadrature_rule",
     "rule_for",
     "marginal_log_joint",
+    "marginal_log_joint_k",
     "node_log_lik",
+    "node_log_lik_k",
     "N_DIFFICULTY",
     "N_DISCRIMINATION",
     "MAX_GUESSING",
@@ -185,7 +187,7 @@ def rule_for(model: Any, counts: sp.spmatrix) -> QuadratureRule:
 def node_log_lik(
     counts: sp.csr_matrix, logit_sens: np.ndarray, logit_spec: np.ndarray, rule: QuadratureRule
 ) -> np.ndarray:
-    """``log p(y_u | z_u = k, node q, raters)`` for every draw, unit, node and class.
+    """``log p(y_u | z_u = k, node q, raters)`` for binary data: :func:`node_log_lik_k` of (logit_spec, logit_sens).
 
     Parameters
     ----------
@@ -199,22 +201,45 @@ def node_log_lik(
     array, shape (S, U, Q, 2)
         Class 0 negative, 1 positive.
     """
-    S, J = logit_sens.shape
+    return node_log_lik_k(counts, np.stack([logit_spec, logit_sens], -1), rule)
+
+
+def node_log_lik_k(counts: sp.csr_matrix, ability: np.ndarray, rule: QuadratureRule) -> np.ndarray:
+    """``log p(y_u | z_u = k, node q, raters)`` for every draw, unit, node and class, any K.
+
+    For class ``k`` a rating ``k`` is right, with probability ``r = gamma +
+    (1 - gamma) inv_logit(delta (ability[j, k] - difficulty))`` at the node's
+    item parameters, and every other category has ``(1 - r) / (K - 1)``.
+
+    Parameters
+    ----------
+    counts : sparse (U, K J)
+        Count matrix of the units (:attr:`RatingData.counts`).
+    ability : array (S, J, K)
+        Logit accuracy of each rater on each true class (K = 2: logit_spec, logit_sens).
+    rule : QuadratureRule
+
+    Returns
+    -------
+    array, shape (S, U, Q, K)
+    """
+    S, J, K = ability.shape
     beta, delta, gamma = rule.difficulty, rule.discrimination, rule.guessing
     log1m_g = np.log1p(-gamma)
-    out = np.empty((S, counts.shape[0], rule.n_nodes, 2))
+    log_spread = np.log(K - 1.0)
+    out = np.empty((S, counts.shape[0], rule.n_nodes, K))
     C = counts.tocsr()
-    for k, ability in ((0, logit_spec), (1, logit_sens)):
-        eta = delta[None, :, None] * (ability[:, None, :] - beta[None, :, None])  # (S, Q, J)
-        wrong = log1m_g[None, :, None] + log_expit(-eta)
+    dense = C.toarray() if C.shape[0] <= 4096 else None
+    for k in range(K):
+        eta = delta[None, :, None] * (ability[:, None, :, k] - beta[None, :, None])  # (S, Q, J)
+        wrong = log1m_g[None, :, None] + log_expit(-eta)  # log P(not right)
         with np.errstate(divide="ignore"):
             right = np.log(-np.expm1(wrong))
-        # rating code 1 is right for the positive class, wrong for the negative one
-        cells = np.empty((S, rule.n_nodes, J, 2))
+        # rating code k is right for class k; each other code gets an even share of the rest
+        cells = np.repeat((wrong - log_spread)[..., None], K, axis=-1)  # (S, Q, J, K)
         cells[..., k] = right
-        cells[..., 1 - k] = wrong
-        lp = cells.reshape(S, rule.n_nodes, 2 * J)  # columns (j, l) as in the count matrix
-        out[..., k] = np.einsum("uc,sqc->suq", C.toarray(), lp) if C.shape[0] <= 4096 else _sparse_sum(C, lp)
+        lp = cells.reshape(S, rule.n_nodes, K * J)  # columns (j, l) as in the count matrix
+        out[..., k] = np.einsum("uc,sqc->suq", dense, lp) if dense is not None else _sparse_sum(C, lp)
     return out
 
 
@@ -226,9 +251,19 @@ def _sparse_sum(C: sp.csr_matrix, lp: np.ndarray) -> np.ndarray:
 def marginal_log_joint(
     counts: sp.csr_matrix, log_pi: np.ndarray, logit_sens: np.ndarray, logit_spec: np.ndarray, rule: QuadratureRule
 ) -> np.ndarray:
-    """``log p(y_u, z_u = k | pi, raters)``, the item parameters integrated out; shape (S, U, 2).
+    """``log p(y_u, z_u = k | pi, raters)`` for binary data, the item parameters integrated out; shape (S, U, 2).
 
     Arguments as :func:`node_log_lik`, with ``log_pi`` (S, 2).
     """
-    nl = node_log_lik(counts, logit_sens, logit_spec, rule)
+    return marginal_log_joint_k(counts, log_pi, np.stack([logit_spec, logit_sens], -1), rule)
+
+
+def marginal_log_joint_k(
+    counts: sp.csr_matrix, log_pi: np.ndarray, ability: np.ndarray, rule: QuadratureRule
+) -> np.ndarray:
+    """``log p(y_u, z_u = k | pi, raters)``, the item parameters integrated out; shape (S, U, K).
+
+    Arguments as :func:`node_log_lik_k`, with ``log_pi`` (S, K).
+    """
+    nl = node_log_lik_k(counts, ability, rule)
     return logsumexp(nl + rule.log_weight[None, None, :, None], axis=2) + log_pi[:, None, :]
