@@ -2,7 +2,10 @@
 
 In the spirit of GLAD (Whitehill et al. 2009), which fits per-item difficulty
 and per-rater ability by EM with gradient M-steps, this fits every variant of
-:class:`pyrater.ItemDifficulty` (1PL, 2PL, 3PL; non-adversarial or not):
+:class:`pyrater.ItemDifficulty` (1PL, 2PL, 3PL; non-adversarial or not), for
+K = 2 categories (rater logits ``logit_spec``, ``logit_sens``) and K >= 3
+(GLAD's multi-class form: one ``logit_accuracy[j, k]`` per rater and true
+class, wrong ratings spread evenly over the other K - 1 categories):
 
 E-step
     ``P(z_i | y_i)`` from the per-item log joint, in log space
@@ -10,9 +13,10 @@ E-step
     per class over the cells' log probabilities).
 M-step
     the expected complete-data log posterior is maximised in blocks: ``pi``
-    in closed form, then one safeguarded Newton step on every rater's
-    ``(logit_spec, logit_sens)``, then one on every item's (difficulty,
-    discrimination, guessing), each vectorised over raters / items with
+    in closed form, then one safeguarded Newton step on every rater ability
+    (``logit_spec``, ``logit_sens`` at K = 2; each ``logit_accuracy[j, k]``,
+    fitted to the cells weighted for class ``k``, at K >= 3), then one on
+    every item's (difficulty, discrimination, guessing), each vectorised over raters / items with
     analytic gradients and Hessians and accepted per unit only where that
     unit's term does not fall (:mod:`pyrater.inference.em.item_steps`), then
     one closed-form step moving every difficulty and rater logit by the same
@@ -47,16 +51,21 @@ Objectives
     either.  The rater logits of a rater who agrees with the classes on every
     rating grow large, as under Dawid–Skene's maximum likelihood.
 
-The non-adversarial constraint ``logit_sens + logit_spec > 0`` is kept
-strictly: the start is moved onto it and every rater step stops short of its
-boundary, so a mode on the boundary is approached from inside, as Stan's
-optimiser does on its unconstrained scale.  It also fixes the labelling
-(sensitivity plus specificity above 1: the classes are not swapped): a start
-(the soft majority vote by default, a random restart, your own array) whose
-raters come out adversarial on the whole (``logit_sens + logit_spec`` below 0
-on average over the ratings) is the mirror image of a non-adversarial one, and
-its classes are swapped before EM begins (unless known classes anchor the
-labels).
+The non-adversarial constraint (K = 2: ``logit_sens + logit_spec > 0``;
+K >= 3: every ``logit_accuracy[j, k] > -log(K - 1)``, accuracy above chance)
+is kept strictly: the start is moved onto it and every rater step stops short
+of its boundary, so a mode on the boundary is approached from inside, as
+Stan's optimiser does on its unconstrained scale.  Under MAP the rater prior
+is the normal prior truncated to the constraint, its normalising constant
+included (a constant: the objective is Stan's log density).  At K = 2 the
+constraint also fixes the labelling (sensitivity plus specificity above 1:
+the classes are not swapped): a start (the soft majority vote by default, a
+random restart, your own array) whose raters come out adversarial on the
+whole (``logit_sens + logit_spec`` below 0 on average over the ratings) is the
+mirror image of a non-adversarial one, and its classes are swapped before EM
+begins (unless known classes anchor the labels).  At K >= 3 a start is
+projected onto the constraint as it is (a relabelling of K classes has no
+single mirror image).
 
 References
 ----------
@@ -75,14 +84,13 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
-from scipy.special import expit
 
 from ..._quiet import progress_bar
 from ..._stacklevel import user_stacklevel
 from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.item_difficulty import ItemDifficultyEMFit
-from ...models.item_difficulty import ItemDifficulty, expand_to_items
+from ...models.item_difficulty import ItemDifficulty, accuracy_theta, expand_to_items
 from ...models.kernels import soft_majority_vote
 from .convergence import METHODS, Convergence, EMConvergenceWarning, best_run, check_stopping
 from .item_squarem import squarem_cycle
@@ -306,8 +314,8 @@ def em_item_difficulty(
     Parameters
     ----------
     data : RatingData or DataFrame
-        Binary ratings; grouped data is expanded to one unit per item (every
-        item has its own parameters), as the Stan methods do.
+        Ratings in K >= 2 categories; grouped data is expanded to one unit per
+        item (every item has its own parameters), as the Stan methods do.
     model : ItemDifficulty
     method : {"map", "ml"}
         The posterior mode (Stan's ``optimize`` density), or maximum
@@ -318,11 +326,11 @@ def em_item_difficulty(
         ``{item label: category label}``; those items' class probabilities
         are clamped.  Not with grouped data (the items of a pattern have no
         labels of their own).
-    init : {"auto", "majority", "random"} or array (I, 2)
+    init : {"auto", "majority", "random"} or array (I, K)
         Starting class probabilities (``"auto"``: the soft majority vote;
         an array has one row per item of the expanded data).
     n_restarts : int
-        Extra runs from Dirichlet(1, 1) class probabilities; the best final
+        Extra runs from Dirichlet(1, ..., 1) class probabilities; the best final
         objective is kept.
     tol, param_tol, max_iter
         The stopping rule of :func:`pyrater.em` (objective, then every
@@ -351,6 +359,11 @@ def em_item_difficulty(
     Returns
     -------
     ItemDifficultyEMFit
+        ``model_params`` holds ``logit_sens``, ``logit_spec`` (J,) at K = 2,
+        ``logit_accuracy`` (J, K) at K >= 3, and ``difficulty`` (and
+        ``discrimination``, ``guessing`` where the variant has them) (I,);
+        ``theta`` (J, K, K) the error matrices on an item of difficulty 0,
+        discrimination 1 and no guessing.
     """
     t0 = time.perf_counter()
     if getattr(model, "item_effects", "per_item") != "per_item":
@@ -481,11 +494,7 @@ def _theta(st: ItemState) -> np.ndarray:
     if K == 2:
         se, sp_ = 1.0 / (1.0 + np.exp(-st.logit_sens)), 1.0 / (1.0 + np.exp(-st.logit_spec))
         return np.stack([np.stack([sp_, 1 - sp_], -1), np.stack([1 - se, se], -1)], axis=1)
-    right = expit(st.ability.T)  # (J, K)
-    theta = np.repeat(((1.0 - right) / (K - 1))[:, :, None], K, axis=2)
-    k = np.arange(K)
-    theta[:, k, k] = right
-    return theta
+    return accuracy_theta(st.ability.T)
 
 
 #: the priors maximum likelihood keeps (the item parameters')
