@@ -246,9 +246,9 @@ class ItemPriors:
                 s = float(np.hypot(self.sens_prior[1], self.spec_prior[1]))
                 const = -float(log_ndtr(m / s))  # per rater: minus log P(sens + spec > 0) under the prior
         elif self.non_adversarial and self.accuracy_prior is not None:
-            m, s = self.accuracy_prior[:, 0], self.accuracy_prior[:, 1]
+            loc, scale = self.accuracy_prior[:, 0], self.accuracy_prior[:, 1]
             # per rater: minus sum_k log P(a_k > lower) under the prior (Stan's normal_lccdf(lower | m_k, s_k))
-            const = -float(log_ndtr((m - self.lower) / s).sum())
+            const = -float(log_ndtr((loc - self.lower) / scale).sum())
         object.__setattr__(self, "rater_const", const)
 
     @property
@@ -485,7 +485,7 @@ def rater_step(
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(down < 0, np.minimum(1.0, TO_BOUNDARY * margin / -down), 1.0)
     x0 = st.ability.copy()
-    todo = np.abs(step) > NEGLIGIBLE
+    todo: np.ndarray = np.abs(step) > NEGLIGIBLE
     idx: np.ndarray | None = None  # the cells of the raters still to move (None: all)
     for _ in range(HALVINGS + 1):
         if not todo.any():
@@ -493,10 +493,10 @@ def rater_step(
         cand = np.where(todo, x0 + t * step, x0)
         trial = replace(st, ability=cand)
         rater = cells.rater if idx is None else cells.rater[idx]
-        moving = todo.any(axis=1)
+        moving = [bool(todo[k].any()) for k in range(K)]
         lp = [class_log_probs(cells, trial, k, idx) if moving[k] else _NONE for k in range(K)]
         ok = np.zeros((K, J), dtype=bool)
-        for k in np.flatnonzero(moving):
+        for k in (k for k in range(K) if moving[k]):
             om = omega[k] if idx is None else omega[k][idx]
             new_q = np.bincount(rater, weights=om * lp[k], minlength=J)
             new_q += _rater_log_prior(cand[k], pr.rater_prior(k))
