@@ -1,4 +1,7 @@
-"""EM for the item_difficulty family: Stan's mode, a monotone objective, recovery, the constraint, errors, grouped data."""
+"""EM for the item_difficulty family: Stan's mode, a monotone objective, recovery, the constraint, errors, grouped data.
+
+K = 2 (the binary model) first, then K >= 3 categories (GLAD's multi-class form, ``logit_accuracy``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,12 @@ import warnings
 import numpy as np
 import pytest
 from scipy import stats
-from scipy.special import expit
+from scipy.special import expit, logsumexp
 
 import pyrater
 from pyrater import ItemDifficulty, RatingData
 from pyrater.fits.item_difficulty import ItemDifficultyEMFit
-from pyrater.models.item_difficulty import expand_to_items, item_log_joint
+from pyrater.models.item_difficulty import expand_to_items, item_log_joint, item_log_joint_k
 from pyrater.models.kernels import soft_majority_vote
 
 VARIANTS = {
@@ -237,10 +240,13 @@ def test_grouped_data_is_expanded_to_items_as_the_stan_route_does(small):
 # ------------------------------------------------------------------ errors
 def test_bad_input_gives_clear_errors(small):
     three = pyrater.simulate("dawid_skene", 20, 3, n_categories=3, seed=0).data
-    with pytest.raises(ValueError, match="binary only in this version"):
-        pyrater.em(three, ItemDifficulty(), method="map")
-    with pytest.raises(ValueError, match="binary only in this version"):
-        pyrater.fit(three, "item_difficulty", method="em")
+    # K = 3: the family's prior errors come before any work; the init array has K columns
+    with pytest.raises(ValueError, match="sens_prior is the binary model's prior; with K = 3"):
+        pyrater.em(three, ItemDifficulty(sens_prior=(1.0, 2.0)), method="map")
+    with pytest.raises(ValueError, match=r"init array must have shape \(I, K\) = \(20, 3\)"):
+        pyrater.em(three, ItemDifficulty(), init=np.full((20, 2), 0.5))
+    with pytest.raises(ValueError, match="alpha >= 1"):
+        pyrater.em(three, ItemDifficulty(alpha=0.5), method="map")
     with pytest.raises(ValueError, match="method must be one of"):
         pyrater.em(small.data, ItemDifficulty(), method="mle")
     with pytest.raises(ValueError, match="init='search' is not available"):
@@ -292,3 +298,188 @@ def test_a_rater_without_ratings_gets_the_prior_under_map_and_is_flagged_under_m
     assert not fit.empty_rows.any()
     ml = pyrater.em(data, VARIANTS["2PL"], method="ml")
     assert ml.empty_rows[-1].all() and not ml.empty_rows[:-1].any()
+
+
+# ================================================================== K >= 3 categories
+VARIANTS_K = {
+    "1PL": ItemDifficulty(discrimination=False, guessing=False),
+    "2PL": ItemDifficulty(guessing=False),
+    "3PL": ItemDifficulty(),
+    "2PL free": ItemDifficulty(guessing=False, non_adversarial=False),
+}
+
+
+@pytest.fixture(scope="module")
+def small3():
+    return pyrater.simulate("item_difficulty", 150, 6, n_categories=3, raters_per_item=4, seed=7)
+
+
+def log_posterior_k(fit: ItemDifficultyEMFit, priors: bool = True) -> float:
+    """The objective at K >= 3 from ``item_log_joint_k`` and scipy's densities (an independent route).
+
+    The rater prior is scipy's truncated normal above ``-log(K - 1)`` when the
+    model is non-adversarial (its normalising constant included), as the
+    spec's Stan program writes it.
+    """
+    p, model, data = fit.model_params, fit.model, fit.data
+    K, J = data.n_categories, data.n_raters
+    pri = model.priors(K, J)
+    acc = p["logit_accuracy"]
+    assert acc.shape == (J, K)
+    lj = item_log_joint_k(
+        data.counts,
+        K,
+        np.log(fit.pi)[None],
+        acc[None],
+        p["difficulty"][None],
+        p["discrimination"][None] if "discrimination" in p else None,
+        p["guessing"][None] if "guessing" in p else None,
+    )[0]
+    total = float(logsumexp(lj, axis=1).sum())
+    total += stats.norm(0, pri["difficulty_scale"]).logpdf(p["difficulty"]).sum()
+    if "discrimination" in p:
+        total += stats.lognorm(s=pri["discrimination_scale"]).logpdf(p["discrimination"]).sum()
+    if "guessing" in p:
+        total += stats.beta(*pri["guessing_prior"]).logpdf(p["guessing"]).sum()
+    if priors:
+        total += stats.dirichlet(pri["alpha"]).logpdf(fit.pi)
+        m, s = pri["accuracy_prior"][:, 0], pri["accuracy_prior"][:, 1]
+        if model.non_adversarial:
+            lower = (-np.log(K - 1) - m) / s
+            total += stats.truncnorm(lower, np.inf, loc=m, scale=s).logpdf(acc).sum()
+        else:
+            total += stats.norm(m, s).logpdf(acc).sum()
+    return total
+
+
+@pytest.mark.parametrize(("variant", "K"), [("1PL", 3), ("3PL", 3), ("2PL free", 3), ("2PL", 4)])
+def test_k_numba_and_numpy_passes_agree(variant, K):
+    data = pyrater.simulate("item_difficulty", 120, 5, n_categories=K, raters_per_item=4, seed=K).data
+    model = VARIANTS_K[variant]
+    with warnings.catch_warnings():  # 30 iterations only: the same path, not to convergence
+        warnings.simplefilter("ignore", pyrater.EMConvergenceWarning)
+        fits = {b: pyrater.em(data, model, backend=b, max_iter=30) for b in ("numba", "scipy")}
+    assert fits["numba"].backend == "numba" and fits["scipy"].backend == "scipy"
+    np.testing.assert_allclose(fits["numba"].log_lik_trace, fits["scipy"].log_lik_trace, rtol=1e-10)
+    assert fits["numba"].model_params["logit_accuracy"].shape == (5, K)
+    for name, value in fits["numba"].model_params.items():
+        np.testing.assert_allclose(value, fits["scipy"].model_params[name], atol=1e-8, err_msg=name)
+    np.testing.assert_allclose(fits["numba"].class_probs, fits["scipy"].class_probs, atol=1e-8)
+
+
+@pytest.mark.parametrize("variant", ["1PL", "2PL", "3PL", "2PL free"])
+@pytest.mark.parametrize("method", ["map", "ml"])
+def test_k_objective_never_falls_and_is_the_log_posterior(small3, variant, method):
+    model = VARIANTS_K[variant]
+    fit = pyrater.em(small3.data, model, method=method, tol=1e-10)
+    trace = fit.log_lik_trace
+    assert fit.converged and trace.size > 5
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+    assert trace[-1] - trace[0] > 1.0  # EM did climb
+    assert trace[-1] == pytest.approx(log_posterior_k(fit, priors=method == "map"), abs=1e-8)
+    assert fit.log_lik == pytest.approx(float(fit.item_log_lik().sum()), abs=1e-8)
+    # the fit's shapes: K classes, (J, K) accuracies, (J, K, K) error matrices from them
+    K, J = 3, small3.data.n_raters
+    acc = fit.model_params["logit_accuracy"]
+    assert "logit_sens" not in fit.model_params and acc.shape == (J, K)
+    assert fit.class_probs.shape == (150, K) and fit.pi.shape == (K,) and fit.theta.shape == (J, K, K)
+    np.testing.assert_allclose(np.einsum("jkk->jk", fit.theta), expit(acc))
+    np.testing.assert_allclose(fit.theta.sum(axis=2), 1.0)
+    if model.non_adversarial:
+        assert np.all(acc > -np.log(K - 1))
+    if method == "map":
+        assert set(fit.priors) == set(model.priors(K, J)) and "accuracy_prior" in fit.priors
+
+
+def test_k_squarem_and_plain_em_reach_the_same_mode(small3):
+    model = VARIANTS_K["3PL"]
+    fast = pyrater.em(small3.data, model, tol=1e-12, param_tol=1e-8)
+    slow = pyrater.em(small3.data, model, acceleration="none", tol=1e-12, param_tol=1e-8)
+    assert fast.convergence["squarem_jumps"] > 0 and fast.convergence["e_steps"] < slow.convergence["e_steps"]
+    assert fast.log_posterior == pytest.approx(slow.log_posterior, abs=1e-8)
+    np.testing.assert_allclose(fast.class_probs, slow.class_probs, atol=1e-6)
+
+
+def test_k_mode_is_a_stationary_point(small3):
+    """No interior coordinate of the K = 3 MAP estimate moves the recomputed log posterior (central differences)."""
+    fit = pyrater.em(small3.data, VARIANTS_K["2PL"], method="map", tol=1e-12, param_tol=1e-9)
+    base = dict(fit.model_params)
+    acc = base["logit_accuracy"]
+    assert np.all(acc > -np.log(2) + 0.5)  # every accuracy inside the constraint: the gradient vanishes there
+    for name, index in (
+        ("logit_accuracy", (0, 0)),
+        ("logit_accuracy", (2, 1)),
+        ("logit_accuracy", (5, 2)),
+        ("difficulty", 7),
+        ("discrimination", 11),
+    ):
+        values = []
+        for h in (1e-5, -1e-5):
+            fit.model_params = {**base, name: base[name].copy()}
+            fit.model_params[name][index] += h
+            values.append(log_posterior_k(fit))
+        fit.model_params = base
+        assert (values[0] - values[1]) / 2e-5 == pytest.approx(0.0, abs=1e-3), (name, index)
+
+
+def test_k_recovers_simulated_truth_near_the_oracle():
+    """2PL truth at K = 3: classes near the oracle's (every true parameter known), accuracies and prevalence close."""
+    n, J = 400, 10
+    truth_acc = np.random.default_rng(3).uniform(0.3, 3.0, (J, 3))
+    sim = pyrater.simulate(
+        "item_difficulty", n, J, n_categories=3, raters_per_item=5, seed=3, guessing=np.zeros(n),
+        logit_accuracy=truth_acc,
+    )  # fmt: skip
+    fit = pyrater.em(sim.data, ItemDifficulty(guessing=False), method="map")
+    p = sim.params
+    np.testing.assert_array_equal(p["logit_accuracy"], truth_acc)
+    truth = item_log_joint_k(
+        sim.data.counts, 3, np.log(sim.pi)[None], truth_acc[None], p["difficulty"][None], p["discrimination"][None]
+    )[0]
+    oracle = np.mean(truth.argmax(axis=1) == sim.z)  # the classes under the true parameters, item ones too
+    accuracy = np.mean(fit.class_probs.argmax(axis=1) == sim.z)
+    assert fit.converged and accuracy >= oracle - 0.025 and accuracy > 0.9
+    est = fit.model_params["logit_accuracy"]
+    assert np.corrcoef(est.ravel(), truth_acc.ravel())[0, 1] > 0.7
+    np.testing.assert_allclose(np.einsum("jkk->jk", fit.theta), expit(truth_acc), atol=0.2)
+    np.testing.assert_allclose(fit.pi, sim.pi, atol=0.06)
+    assert np.corrcoef(fit.model_params["difficulty"], p["difficulty"])[0, 1] > 0.4
+
+
+def test_k_constraint_holds_a_rater_below_chance_at_the_boundary():
+    """A rater who is worse than chance on one class: found by the free model, held at -log(K - 1) otherwise."""
+    n, J, K = 500, 6, 3
+    acc = np.full((J, K), 2.0)
+    acc[5, 0] = -2.5  # rater 6 mislabels class 0 (accuracy 8% < 1/3)
+    sim = pyrater.simulate("item_difficulty", n, J, n_categories=K, seed=8, guessing=np.zeros(n), logit_accuracy=acc)
+    free = pyrater.em(sim.data, ItemDifficulty(guessing=False, non_adversarial=False), method="map")
+    kept = pyrater.em(sim.data, ItemDifficulty(guessing=False), method="map")
+    lower = -np.log(K - 1)
+    a_free, a_kept = free.model_params["logit_accuracy"], kept.model_params["logit_accuracy"]
+    assert a_free[5, 0] < lower - 1.0 and np.all(np.delete(a_free.ravel(), 15) > lower + 0.5)
+    assert np.all(a_kept > lower) and a_kept[5, 0] < lower + 0.05
+    for fit in (free, kept):
+        assert fit.converged and fit.log_lik_trace[-1] == pytest.approx(log_posterior_k(fit), abs=1e-8)
+
+
+def test_k_known_classes_grouped_data_and_restarts(small3):
+    data = small3.data
+    labels = data.unit_labels
+    known = {labels[0]: data.categories[2], labels[1]: data.categories[0]}
+    fit = pyrater.fit(data, ItemDifficulty(guessing=False), method="em", known=known)
+    assert type(fit) is ItemDifficultyEMFit and fit.method == "em_map"
+    np.testing.assert_array_equal(fit.class_probs[0], [0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(fit.class_probs[1], [1.0, 0.0, 0.0])
+    grouped = RatingData.from_grouped(data.to_grouped(tally="n"), tally="n")
+    g = pyrater.em(grouped, ItemDifficulty(guessing=False), method="map")
+    ref = pyrater.em(data, ItemDifficulty(guessing=False), method="map")
+    assert g.data.n_units == 150 and g.log_posterior == pytest.approx(ref.log_posterior, abs=1e-6)
+    restarts = pyrater.em(data, ItemDifficulty(guessing=False), method="map", n_restarts=2, seed=1)
+    assert restarts.restart_objectives.size == 3 and restarts.log_posterior >= ref.log_posterior - 1e-6
+    # a rater without ratings sits at its prior (truncated normal: mode at the location, above the bound)
+    wide = data.to_wide()
+    wide["ghost"] = np.nan
+    ghost = pyrater.em(RatingData.from_wide(wide), VARIANTS_K["2PL"], method="map")
+    pri = ghost.model.priors(3, 7)
+    shift = ghost.model_params["logit_accuracy"][-1] - pri["accuracy_prior"][:, 0]
+    np.testing.assert_allclose(shift, shift[0], atol=1e-6)  # only the common shift of every logit and difficulty

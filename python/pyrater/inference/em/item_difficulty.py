@@ -2,7 +2,10 @@
 
 In the spirit of GLAD (Whitehill et al. 2009), which fits per-item difficulty
 and per-rater ability by EM with gradient M-steps, this fits every variant of
-:class:`pyrater.ItemDifficulty` (1PL, 2PL, 3PL; non-adversarial or not):
+:class:`pyrater.ItemDifficulty` (1PL, 2PL, 3PL; non-adversarial or not), for
+K = 2 categories (rater logits ``logit_spec``, ``logit_sens``) and K >= 3
+(GLAD's multi-class form: one ``logit_accuracy[j, k]`` per rater and true
+class, wrong ratings spread evenly over the other K - 1 categories):
 
 E-step
     ``P(z_i | y_i)`` from the per-item log joint, in log space
@@ -10,9 +13,10 @@ E-step
     per class over the cells' log probabilities).
 M-step
     the expected complete-data log posterior is maximised in blocks: ``pi``
-    in closed form, then one safeguarded Newton step on every rater's
-    ``(logit_spec, logit_sens)``, then one on every item's (difficulty,
-    discrimination, guessing), each vectorised over raters / items with
+    in closed form, then one safeguarded Newton step on every rater ability
+    (``logit_spec``, ``logit_sens`` at K = 2; each ``logit_accuracy[j, k]``,
+    fitted to the cells weighted for class ``k``, at K >= 3), then one on
+    every item's (difficulty, discrimination, guessing), each vectorised over raters / items with
     analytic gradients and Hessians and accepted per unit only where that
     unit's term does not fall (:mod:`pyrater.inference.em.item_steps`), then
     one closed-form step moving every difficulty and rater logit by the same
@@ -47,16 +51,21 @@ Objectives
     either.  The rater logits of a rater who agrees with the classes on every
     rating grow large, as under Dawid–Skene's maximum likelihood.
 
-The non-adversarial constraint ``logit_sens + logit_spec > 0`` is kept
-strictly: the start is moved onto it and every rater step stops short of its
-boundary, so a mode on the boundary is approached from inside, as Stan's
-optimiser does on its unconstrained scale.  It also fixes the labelling
-(sensitivity plus specificity above 1: the classes are not swapped): a start
-(the soft majority vote by default, a random restart, your own array) whose
-raters come out adversarial on the whole (``logit_sens + logit_spec`` below 0
-on average over the ratings) is the mirror image of a non-adversarial one, and
-its classes are swapped before EM begins (unless known classes anchor the
-labels).
+The non-adversarial constraint (K = 2: ``logit_sens + logit_spec > 0``;
+K >= 3: every ``logit_accuracy[j, k] > -log(K - 1)``, accuracy above chance)
+is kept strictly: the start is moved onto it and every rater step stops short
+of its boundary, so a mode on the boundary is approached from inside, as
+Stan's optimiser does on its unconstrained scale.  Under MAP the rater prior
+is the normal prior truncated to the constraint, its normalising constant
+included (a constant: the objective is Stan's log density).  At K = 2 the
+constraint also fixes the labelling (sensitivity plus specificity above 1:
+the classes are not swapped): a start (the soft majority vote by default, a
+random restart, your own array) whose raters come out adversarial on the
+whole (``logit_sens + logit_spec`` below 0 on average over the ratings) is the
+mirror image of a non-adversarial one, and its classes are swapped before EM
+begins (unless known classes anchor the labels).  At K >= 3 a start is
+projected onto the constraint as it is (a relabelling of K classes has no
+single mirror image).
 
 References
 ----------
@@ -81,7 +90,7 @@ from ..._stacklevel import user_stacklevel
 from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
 from ...fits.item_difficulty import ItemDifficultyEMFit
-from ...models.item_difficulty import ItemDifficulty, expand_to_items
+from ...models.item_difficulty import ItemDifficulty, accuracy_theta, expand_to_items
 from ...models.kernels import soft_majority_vote
 from .convergence import METHODS, Convergence, EMConvergenceWarning, best_run, check_stopping
 from .item_squarem import squarem_cycle
@@ -127,8 +136,8 @@ def _load_kernel(required: bool) -> Any:
     return item_kernel
 
 
-def item_priors(model: ItemDifficulty, method: str, J: int) -> ItemPriors:
-    """The priors EM uses for ``method`` ("map": all; "ml": the item parameters' only).
+def item_priors(model: ItemDifficulty, method: str, J: int, K: int = 2) -> ItemPriors:
+    """The priors EM uses for ``method`` ("map": all; "ml": the item parameters' only), K categories.
 
     Raises
     ------
@@ -136,7 +145,7 @@ def item_priors(model: ItemDifficulty, method: str, J: int) -> ItemPriors:
         MAP with a prior whose density has no mode: a Dirichlet or Beta
         pseudo-count below 1 (unbounded at the edge).
     """
-    pri = model.priors(2, J)
+    pri = model.priors(K, J)
     if method == "map":
         if np.any(pri["alpha"] < 1):
             raise ValueError(
@@ -149,14 +158,17 @@ def item_priors(model: ItemDifficulty, method: str, J: int) -> ItemPriors:
             "guessing parameters is unbounded at 0 or 1 and has no mode"
         )
     rater = method == "map"
+    binary = K == 2
     return ItemPriors(
         alpha=pri["alpha"] if rater else None,
-        sens_prior=pri["sens_prior"] if rater else None,
-        spec_prior=pri["spec_prior"] if rater else None,
+        sens_prior=pri["sens_prior"] if rater and binary else None,
+        spec_prior=pri["spec_prior"] if rater and binary else None,
         difficulty_scale=float(pri["difficulty_scale"]),
         discrimination_scale=float(pri["discrimination_scale"]),
         guessing_prior=pri["guessing_prior"],
         non_adversarial=bool(model.non_adversarial),
+        accuracy_prior=np.asarray(pri["accuracy_prior"], dtype=float) if rater and not binary else None,
+        n_categories=K,
     )
 
 
@@ -166,7 +178,9 @@ def _m_step(
     """Pi in closed form, then ``cycles`` rater and item Newton blocks (``st`` and ``lp`` updated in place)."""
     st.pi = pi_step(T, weight, pr.alpha)
     wT = T * weight[:, None]
-    omega = (cells.count * wT[cells.item, 0], cells.count * wT[cells.item, 1])
+    omega = np.empty((cells.n_categories, cells.item.size))  # (K, nnz): each cell's weight for each class
+    for k in range(cells.n_categories):
+        omega[k] = cells.count * wT[cells.item, k]
     for _ in range(cycles):
         rater_step(cells, st, omega, lp, pr)
         item_step(cells, st, omega, lp, pr)
@@ -174,7 +188,9 @@ def _m_step(
 
 
 def _adversarial_start(cells: Cells, T0: np.ndarray, weight: np.ndarray, model: ItemDifficulty, pr: ItemPriors) -> bool:
-    """True when the raters' start logits (before projection) have ``logit_sens + logit_spec < 0`` on average."""
+    """K = 2: True when the raters' start logits (before projection) have ``logit_sens + logit_spec < 0`` on average."""
+    if cells.n_categories != 2:
+        return False
     st = state_from_classes(cells, T0, weight, model, pr, project=False)
     n = np.bincount(cells.rater, weights=cells.count, minlength=cells.n_raters)
     return bool(n @ (st.logit_sens + st.logit_spec) < 0)
@@ -212,7 +228,8 @@ def _run(
         # the mirror image of one whose raters are not (swap the classes), not a start to press against it
         T0 = np.ascontiguousarray(T0[:, ::-1])
     st = state_from_classes(cells, T0, weight, model, pr)
-    lp = [class_log_probs(cells, st, k) for k in (0, 1)]
+    K = cells.n_categories
+    lp = [class_log_probs(cells, st, k) for k in range(K)]
     _m_step(cells, st, T0, weight, lp, pr, FIRST_CYCLES)
 
     e_steps = [0]
@@ -220,21 +237,25 @@ def _run(
     def evaluate(x: ItemState, lp_x: list[np.ndarray] | None = None) -> tuple[float, Any]:
         e_steps[0] += 1
         if lp_x is None:
-            lp_x = [class_log_probs(cells, x, k) for k in (0, 1)]
-        T_x, ll_x = e_step(cells, (lp_x[0], lp_x[1]), x.pi, known)
+            lp_x = [class_log_probs(cells, x, k) for k in range(K)]
+        T_x, ll_x = e_step(cells, lp_x, x.pi, known)
         ll_total_x, obj_x = _objective(ll_x, weight, x, pr)
         if bar is not None:
             bar.update()
         return obj_x, (T_x, ll_total_x, lp_x)
 
     def em_step(x: ItemState, e: Any) -> tuple[ItemState, float, Any]:
-        x_new, lp_new = x.copy(), [e[2][0].copy(), e[2][1].copy()]
+        x_new, lp_new = x.copy(), [lp_k.copy() for lp_k in e[2]]
         _m_step(cells, x_new, e[0], weight, lp_new, pr, 1)
         obj_new, e_new = evaluate(x_new, lp_new)
         return x_new, obj_new, e_new
 
     def feasible(x: ItemState) -> bool:
-        return not pr.non_adversarial or bool(np.all(x.logit_sens + x.logit_spec > 0))
+        if not pr.non_adversarial:
+            return True
+        if K == 2:
+            return bool(np.all(x.logit_sens + x.logit_spec > 0))
+        return bool(np.all(x.ability > pr.lower))
 
     obj, e = evaluate(st, lp)
     trace: list[float] = [obj]
@@ -293,8 +314,8 @@ def em_item_difficulty(
     Parameters
     ----------
     data : RatingData or DataFrame
-        Binary ratings; grouped data is expanded to one unit per item (every
-        item has its own parameters), as the Stan methods do.
+        Ratings in K >= 2 categories; grouped data is expanded to one unit per
+        item (every item has its own parameters), as the Stan methods do.
     model : ItemDifficulty
     method : {"map", "ml"}
         The posterior mode (Stan's ``optimize`` density), or maximum
@@ -305,11 +326,11 @@ def em_item_difficulty(
         ``{item label: category label}``; those items' class probabilities
         are clamped.  Not with grouped data (the items of a pattern have no
         labels of their own).
-    init : {"auto", "majority", "random"} or array (I, 2)
+    init : {"auto", "majority", "random"} or array (I, K)
         Starting class probabilities (``"auto"``: the soft majority vote;
         an array has one row per item of the expanded data).
     n_restarts : int
-        Extra runs from Dirichlet(1, 1) class probabilities; the best final
+        Extra runs from Dirichlet(1, ..., 1) class probabilities; the best final
         objective is kept.
     tol, param_tol, max_iter
         The stopping rule of :func:`pyrater.em` (objective, then every
@@ -338,6 +359,11 @@ def em_item_difficulty(
     Returns
     -------
     ItemDifficultyEMFit
+        ``model_params`` holds ``logit_sens``, ``logit_spec`` (J,) at K = 2,
+        ``logit_accuracy`` (J, K) at K >= 3, and ``difficulty`` (and
+        ``discrimination``, ``guessing`` where the variant has them) (I,);
+        ``theta`` (J, K, K) the error matrices on an item of difficulty 0,
+        discrimination 1 and no guessing.
     """
     t0 = time.perf_counter()
     if getattr(model, "item_effects", "per_item") != "per_item":
@@ -367,8 +393,8 @@ def em_item_difficulty(
     max_iter, tol, param_tol = check_stopping(max_iter, tol, param_tol)
     rng = np.random.default_rng(seed)
     data = as_rating_data(data, data_format)
-    if data.n_categories != 2:
-        model.priors(data.n_categories, data.n_raters)  # the family's "binary only" error
+    K = int(data.n_categories)
+    model.priors(K, data.n_raters)  # the family's own errors for K and its priors, before any work
     if data.n_ratings == 0 or data.weight.sum() <= 0:
         raise ValueError("the data hold no rated items (all tallies are zero)")
     if data.is_grouped and known is not None:
@@ -380,16 +406,16 @@ def em_item_difficulty(
     if items is data:
         items = expand_to_items(data)
     I, J = items.n_units, items.n_raters
-    pr = item_priors(model, method, J)
+    pr = item_priors(model, method, J, K)
     if isinstance(init, str) and init == "search":
         raise ValueError(
             f"init='search' is not available for the {model.title} model; use 'auto', 'majority', 'random' "
-            "or an (I, 2) array, with n_restarts for more starts"
+            "or an (I, K) array, with n_restarts for more starts"
         )
-    init_checked = check_init(init, I, 2)
+    init_checked = check_init(init, I, K)
     known_codes = items.known_codes(known)
     weight = np.asarray(items.weight, dtype=float)
-    cells = cells_of(items.counts, kernel)
+    cells = cells_of(items.counts, kernel, K)
     setup = time.perf_counter() - t0
 
     runs: list[dict[str, Any]] = []
@@ -401,9 +427,9 @@ def em_item_difficulty(
         if isinstance(which, np.ndarray):
             T0, name = which.copy(), "user array"
         elif which in ("auto", "majority"):
-            T0, name = soft_majority_vote(items.counts, 2), "majority"
+            T0, name = soft_majority_vote(items.counts, K), "majority"
         else:
-            T0, name = rng.dirichlet(np.ones(2), size=I), "random"
+            T0, name = rng.dirichlet(np.ones(K), size=I), "random"
         T0 = clamp_classes(T0, known_codes)
         res = _run(cells, weight, known_codes, T0, model, pr, tol, param_tol, max_iter, bar, acceleration != "none")
         res["start"] = name
@@ -422,13 +448,12 @@ def em_item_difficulty(
             stacklevel=user_stacklevel(),
         )
     st: ItemState = res["state"]
-    se, sp_ = 1.0 / (1.0 + np.exp(-st.logit_sens)), 1.0 / (1.0 + np.exp(-st.logit_spec))
-    theta = np.stack([np.stack([sp_, 1 - sp_], -1), np.stack([1 - se, se], -1)], axis=1)
+    theta = _theta(st)
     # ML: a rater without ratings has no estimate (its logits stay at the start), as Dawid-Skene's empty rows
-    empty = np.zeros((J, 2), dtype=bool)
+    empty = np.zeros((J, K), dtype=bool)
     if method == "ml":
         empty[np.bincount(cells.rater, weights=cells.count, minlength=J) <= 0] = True
-    all_priors = model.priors(2, J)
+    all_priors = model.priors(K, J)
     used = all_priors if method == "map" else {k: all_priors[k] for k in _ITEM_PRIORS}
     return ItemDifficultyEMFit(
         data=items,
@@ -457,6 +482,19 @@ def em_item_difficulty(
         model_params=st.named(),
         mode_scale="simplex" if method == "map" else None,
     )
+
+
+def _theta(st: ItemState) -> np.ndarray:
+    """The rater error matrices (J, K, K) on an item of difficulty 0, discrimination 1, no guessing.
+
+    ``theta[j, k, k] = inv_logit(a[j, k])`` and ``theta[j, k, l] = (1 -
+    inv_logit(a[j, k])) / (K - 1)``; at K = 2 rows (specificity, sensitivity).
+    """
+    K = st.n_categories
+    if K == 2:
+        se, sp_ = 1.0 / (1.0 + np.exp(-st.logit_sens)), 1.0 / (1.0 + np.exp(-st.logit_spec))
+        return np.stack([np.stack([sp_, 1 - sp_], -1), np.stack([1 - se, se], -1)], axis=1)
+    return accuracy_theta(st.ability.T)
 
 
 #: the priors maximum likelihood keeps (the item parameters')

@@ -5,8 +5,9 @@ The same per-cell quantities as the numpy code of
 pass with no temporaries: the log probabilities of one class
 (:func:`log_probs`), and the gradient and Hessian sums of the rater
 (:func:`rater_sums`) and item (:func:`item_sums`) blocks of the M-step.  Cells
-are ``(item, rater, positive)``; ``disc`` and ``guess`` are empty arrays for a
-variant without discrimination or guessing.
+are ``(item, rater, rating)`` with the rating's category code; a cell is right
+for class ``k`` when its rating is ``k``.  ``disc`` and ``guess`` are empty
+arrays for a variant without discrimination or guessing.
 """
 
 from __future__ import annotations
@@ -72,8 +73,12 @@ def _cell_derivs(eta, right, has_guess, g):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def log_probs(item, rater, positive, ability, difficulty, disc, guess, k, idx, out):  # pragma: no cover - compiled
-    """``out[c] = log P(y_c | z = k)`` at the cells ``idx`` (every cell when ``idx`` is empty); ``out`` (len)."""
+def log_probs(item, rater, rating, ability, difficulty, disc, guess, k, log_others, idx, out):  # pragma: no cover
+    """``out[c] = log P(y_c | z = k)`` at the cells ``idx`` (every cell when ``idx`` is empty); ``out`` (len).
+
+    ``ability`` (J,) is class ``k``'s; a wrong rating also has ``-log_others``
+    (``log(K - 1)``: its share of the other categories; 0 at K = 2).
+    """
     has_disc = disc.size > 0
     has_guess = guess.size > 0
     n = idx.size if idx.size > 0 else item.size
@@ -83,12 +88,15 @@ def log_probs(item, rater, positive, ability, difficulty, disc, guess, k, idx, o
         eta = ability[rater[c]] - difficulty[i]
         if has_disc:
             eta *= disc[i]
-        right = positive[c] if k == 1 else not positive[c]
-        out[m] = _cell_log_prob(eta, right, has_guess, guess[i] if has_guess else 0.0)
+        right = rating[c] == k
+        lp = _cell_log_prob(eta, right, has_guess, guess[i] if has_guess else 0.0)
+        if not right and log_others != 0.0:
+            lp -= log_others
+        out[m] = lp
 
 
 @numba.njit(cache=True, nogil=True)
-def rater_sums(item, rater, positive, omega, ability, difficulty, disc, guess, k, G, H, F):  # pragma: no cover
+def rater_sums(item, rater, rating, omega, ability, difficulty, disc, guess, k, G, H, F):  # pragma: no cover
     """Add each rater's gradient ``G``, Hessian ``H`` and curvature bound ``F`` (J,) of class ``k``'s term."""
     has_disc = disc.size > 0
     has_guess = guess.size > 0
@@ -100,7 +108,7 @@ def rater_sums(item, rater, positive, omega, ability, difficulty, disc, guess, k
         j = rater[c]
         d = disc[i] if has_disc else 1.0
         eta = d * (ability[j] - difficulty[i])
-        right = positive[c] if k == 1 else not positive[c]
+        right = rating[c] == k
         de, dee, _, _, _ = _cell_derivs(eta, right, has_guess, guess[i] if has_guess else 0.0)
         G[j] += w * de * d
         H[j] += w * dee * d * d
@@ -108,13 +116,16 @@ def rater_sums(item, rater, positive, omega, ability, difficulty, disc, guess, k
 
 
 @numba.njit(cache=True, nogil=True)
-def item_sums(item, rater, positive, omega0, omega1, spec, sens, difficulty, disc, guess, G, H):  # pragma: no cover
+def item_sums(item, rater, rating, omega, ability, difficulty, disc, guess, G, H):  # pragma: no cover
     """Add each item's gradient ``G`` (I, p) and upper Hessian ``H`` (I, p, p) in (difficulty, log disc., guessing).
 
-    Both classes' terms; the lower triangle of ``H`` is left to the caller.
+    Every class's term: ``omega`` (K, nnz) the cells' class weights, ``ability``
+    (K, J) the abilities each class reads; the lower triangle of ``H`` is left
+    to the caller.
     """
     has_disc = disc.size > 0
     has_guess = guess.size > 0
+    K = omega.shape[0]
     cu = 1
     cg = 2 if has_disc else 1
     for c in range(item.size):
@@ -122,13 +133,13 @@ def item_sums(item, rater, positive, omega0, omega1, spec, sens, difficulty, dis
         j = rater[c]
         d = disc[i] if has_disc else 1.0
         g = guess[i] if has_guess else 0.0
-        for k in range(2):
-            w = omega1[c] if k == 1 else omega0[c]
+        y = rating[c]
+        for k in range(K):
+            w = omega[k, c]
             if w == 0.0:
                 continue
-            a = sens[j] if k == 1 else spec[j]
-            eta = d * (a - difficulty[i])
-            right = positive[c] if k == 1 else not positive[c]
+            eta = d * (ability[k, j] - difficulty[i])
+            right = y == k
             de, dee, dg, dgg, deg = _cell_derivs(eta, right, has_guess, g)
             m = -d  # d eta / d difficulty
             G[i, 0] += w * de * m

@@ -5,9 +5,9 @@ SQUAREM (Varadhan & Roland 2008, scheme S3) extrapolates from two EM steps
 and ``alpha = -max(1, |r| / |v|)`` it proposes
 ``x0 - 2 alpha r + alpha^2 v``, retried halfway back towards ``x2`` when it
 does not go uphill (at most :data:`BACKTRACKS` times).  Here ``x`` holds every parameter on an
-unconstrained-ish scale (``logit pi[1]``, the rater logits, the
-difficulties, ``log`` discrimination; guessing on its own scale, projected to
-``[0, 1)``).  A jump is kept only when its objective is at least that of
+unconstrained-ish scale (``log(pi[k] / pi[0])`` for ``k >= 1``, the rater
+abilities, the difficulties, ``log`` discrimination; guessing on its own
+scale, projected to ``[0, 1)``).  A jump is kept only when its objective is at least that of
 ``x2`` and it keeps the non-adversarial constraint, else the cycle ends at
 ``x2``: the objective never falls.  EM's linear rate is slow where the
 class probabilities carry little information (about 0.8 per iteration on
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from .item_steps import GUESS_MAX, ItemState
 
@@ -31,7 +32,9 @@ BACKTRACKS = 2
 
 def to_vector(st: ItemState) -> np.ndarray:
     """The parameters as one vector on the scale SQUAREM extrapolates on."""
-    parts = [np.log(st.pi[1:]) - np.log(st.pi[:1]), st.logit_sens, st.logit_spec, st.difficulty]
+    # K = 2: logit_sens, then logit_spec (the binary EM's order); K >= 3: the abilities class by class
+    raters = [st.logit_sens, st.logit_spec] if st.n_categories == 2 else [st.ability.ravel()]
+    parts = [np.log(st.pi[1:]) - np.log(st.pi[:1]), *raters, st.difficulty]
     if st.discrimination is not None:
         parts.append(np.log(st.discrimination))
     if st.guessing is not None:
@@ -41,16 +44,17 @@ def to_vector(st: ItemState) -> np.ndarray:
 
 def from_vector(x: np.ndarray, like: ItemState) -> ItemState:
     """The state of vector ``x`` (shapes from ``like``); guessing projected to ``[0, 1)``."""
-    J, I = like.logit_sens.size, like.difficulty.size
-    p1 = 1.0 / (1.0 + np.exp(-x[0]))
-    cut = np.cumsum([1, J, J, I])
-    st = ItemState(
-        pi=np.array([1.0 - p1, p1]),
-        logit_sens=x[cut[0] : cut[1]].copy(),
-        logit_spec=x[cut[1] : cut[2]].copy(),
-        difficulty=x[cut[2] : cut[3]].copy(),
-    )
-    at = cut[3]
+    (K, J), I = like.ability.shape, like.difficulty.size
+    if K == 2:
+        p1 = 1.0 / (1.0 + np.exp(-x[0]))
+        pi = np.array([1.0 - p1, p1])
+        ability = np.stack([x[1 + J : 1 + 2 * J], x[1 : 1 + J]])  # (logit_spec, logit_sens)
+    else:
+        pi = softmax(np.concatenate([[0.0], x[: K - 1]]))
+        ability = x[K - 1 : K - 1 + K * J].reshape(K, J).copy()
+    at = K - 1 + K * J
+    st = ItemState(pi=pi, ability=ability, difficulty=x[at : at + I].copy())
+    at += I
     if like.discrimination is not None:
         st.discrimination = np.exp(x[at : at + I])
         at += I

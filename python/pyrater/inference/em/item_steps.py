@@ -1,25 +1,31 @@
 """The steps of EM for the item-difficulty family: per-cell log probabilities, E-step, block-Newton M-step.
 
 Every (item, rater, rating) cell of the count matrix is one weighted
-observation per class ``k``: for the positive class (``k = 1``) it is "right"
-when the rating is positive, with linear predictor
-``eta = delta_i (logit_sens[j] - beta_i)``; for the negative class it is right
-when the rating is negative, with ``eta = delta_i (logit_spec[j] - beta_i)``::
+observation per class ``k``: it is "right" when the rating is ``k``, with
+linear predictor ``eta = delta_i (a[j, k] - beta_i)``, where the rater
+ability ``a[j, k]`` is ``logit_spec[j]`` (``k = 0``) or ``logit_sens[j]``
+(``k = 1``) at K = 2 and ``logit_accuracy[j, k]`` at K >= 3::
 
     log P(right) = log(gamma_i + (1 - gamma_i) inv_logit(eta))
-    log P(wrong) = log(1 - gamma_i) + log inv_logit(-eta)
+    log P(wrong) = log(1 - gamma_i) + log inv_logit(-eta) - log(K - 1)
+
+(a wrong rating is spread evenly over the K - 1 other categories; at K = 2
+the constant is 0, and it never enters a derivative).
 
 The expected complete-data log posterior given class probabilities ``T`` is
 ``sum_i w_i T[i, k] log pi_k + sum_cells count * T[i, k] log P(y | z = k) +
-log prior``.  Given pi it separates into one term per rater (its two logits,
-which interact only through the non-adversarial constraint) and one per item
-(difficulty, discrimination, guessing).  The M-step
-(:func:`rater_step`, :func:`item_step`) takes one safeguarded Newton step per
-rater and per item with analytic gradients and Hessians (vectorised over
-raters / items; the sums over cells are the numba passes of
+log prior``.  Given pi it separates into one term per rater and one per item
+(difficulty, discrimination, guessing).  A rater's term is a sum of
+one-dimensional terms, one per class ability: at K = 2 its two logits
+interact only through the non-adversarial constraint ``logit_sens +
+logit_spec > 0``; at K >= 3 each ``a[j, k]`` is on its own (constraint
+``a[j, k] > -log(K - 1)``).  The M-step (:func:`rater_step`,
+:func:`item_step`) takes one safeguarded Newton step per rater ability and
+per item with analytic gradients and Hessians (vectorised over raters /
+items; the sums over cells are the numba passes of
 :mod:`pyrater.inference.em.item_kernel`, or :func:`numpy.bincount` in the
 numpy reference), halving the step of every unit whose own term would not
-increase; :func:`shift_step` then moves every difficulty and rater logit by
+increase; :func:`shift_step` then moves every difficulty and rater ability by
 the same amount, exactly to the prior's optimum along that direction (the
 likelihood is flat along it).  No block update lowers the expected
 complete-data log posterior, so EM with this M-step is a generalised EM,
@@ -40,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import betaln, expit, gammaln, log_expit, log_ndtr, xlog1py, xlogy
+from scipy.special import betaln, expit, gammaln, log_expit, log_ndtr, logsumexp, xlog1py, xlogy
 
 __all__ = [
     "Cells",
@@ -72,16 +78,16 @@ NEGLIGIBLE = 1e-12
 
 @dataclass(frozen=True)
 class Cells:
-    """The nonzero (item, rater, rating) cells of item-level binary counts.
+    """The nonzero (item, rater, rating) cells of item-level counts.
 
     Attributes
     ----------
     item, rater : int arrays (nnz,)
-    positive : bool array (nnz,)
-        The rating is the positive class (code 1).
+    rating : int array (nnz,)
+        The category code of the rating (0 .. K - 1).
     count : float array (nnz,)
         Number of such ratings.
-    n_items, n_raters : int
+    n_items, n_raters, n_categories : int
     kernel : module or None
         :mod:`pyrater.inference.em.item_kernel` when the passes over the cells
         run compiled (numba), None for numpy.
@@ -89,25 +95,33 @@ class Cells:
 
     item: np.ndarray
     rater: np.ndarray
-    positive: np.ndarray
+    rating: np.ndarray
     count: np.ndarray
     n_items: int
     n_raters: int
+    n_categories: int = 2
     kernel: Any = None
 
+    @property
+    def log_others(self) -> float:
+        """``log(K - 1)``: a wrong rating's share of the other categories (0 at K = 2)."""
+        return float(np.log(self.n_categories - 1.0))
 
-def cells_of(counts: sp.csr_matrix, kernel: Any = None) -> Cells:
-    """The cells of a binary count matrix (I, 2 J) (:attr:`pyrater.RatingData.counts`)."""
+
+def cells_of(counts: sp.csr_matrix, kernel: Any = None, n_categories: int = 2) -> Cells:
+    """The cells of a count matrix (I, K J), column ``j K + k`` (:attr:`pyrater.RatingData.counts`)."""
+    K = int(n_categories)
     c = sp.csr_matrix(counts)
     c.sum_duplicates()
     item = np.repeat(np.arange(c.shape[0], dtype=np.int64), np.diff(c.indptr))
     return Cells(
         item=item,
-        rater=(c.indices // 2).astype(np.int64),
-        positive=(c.indices % 2) == 1,
+        rater=(c.indices // K).astype(np.int64),
+        rating=(c.indices % K).astype(np.int64),
         count=np.asarray(c.data, dtype=float),
         n_items=int(c.shape[0]),
-        n_raters=int(c.shape[1] // 2),
+        n_raters=int(c.shape[1] // K),
+        n_categories=K,
         kernel=kernel,
     )
 
@@ -126,20 +140,37 @@ class ItemState:
 
     Attributes
     ----------
-    pi : array (2,)
-        Prevalence of the negative and the positive class.
-    logit_sens, logit_spec : arrays (J,)
+    pi : array (K,)
+        Prevalence of the classes.
+    ability : array (K, J)
+        The rater abilities each class reads, ``ability[k, j] = a[j, k]``
+        (one contiguous row per class): at K = 2 row 0 is ``logit_spec``
+        and row 1 ``logit_sens``; at K >= 3 it is ``logit_accuracy.T``.
     difficulty : array (I,)
     discrimination, guessing : arrays (I,) or None
         None for a variant without them (fixed at 1 and 0).
     """
 
     pi: np.ndarray
-    logit_sens: np.ndarray
-    logit_spec: np.ndarray
+    ability: np.ndarray
     difficulty: np.ndarray
     discrimination: np.ndarray | None = None
     guessing: np.ndarray | None = None
+
+    @property
+    def n_categories(self) -> int:
+        """K."""
+        return int(self.ability.shape[0])
+
+    @property
+    def logit_spec(self) -> np.ndarray:
+        """K = 2: the logit specificities (J,) (a view of ``ability[0]``)."""
+        return self.ability[0]
+
+    @property
+    def logit_sens(self) -> np.ndarray:
+        """K = 2: the logit sensitivities (J,) (a view of ``ability[1]``)."""
+        return self.ability[1]
 
     def copy(self) -> ItemState:
         """A deep copy."""
@@ -148,22 +179,28 @@ class ItemState:
 
     def flat(self) -> np.ndarray:
         """Every parameter in one vector (the stopping rule's parameter change)."""
-        parts = [self.pi, self.logit_sens, self.logit_spec, self.difficulty]
+        parts = [self.pi, self.ability.ravel(), self.difficulty]
         parts += [p for p in (self.discrimination, self.guessing) if p is not None]
         return np.concatenate(parts)
 
     def named(self) -> dict[str, np.ndarray]:
-        """The model's own parameters besides pi, named as in the Stan program."""
-        out = {"logit_sens": self.logit_sens, "logit_spec": self.logit_spec, "difficulty": self.difficulty}
+        """The model's own parameters besides pi, named as in the Stan program.
+
+        ``logit_sens``, ``logit_spec`` (J,) at K = 2; ``logit_accuracy`` (J, K)
+        at K >= 3; ``difficulty`` and, when fitted, ``discrimination`` and
+        ``guessing`` (I,).
+        """
+        out: dict[str, np.ndarray]
+        if self.n_categories == 2:
+            out = {"logit_sens": self.logit_sens, "logit_spec": self.logit_spec}
+        else:
+            out = {"logit_accuracy": self.ability.T}
+        out["difficulty"] = self.difficulty
         if self.discrimination is not None:
             out["discrimination"] = self.discrimination
         if self.guessing is not None:
             out["guessing"] = self.guessing
-        return {k: v.copy() for k, v in out.items()}
-
-    def ability(self, k: int) -> np.ndarray:
-        """The rater logits that class ``k`` reads: specificity (0) or sensitivity (1)."""
-        return self.logit_sens if k == 1 else self.logit_spec
+        return {k: np.array(v, order="C") for k, v in out.items()}
 
 
 @dataclass(frozen=True)
@@ -172,16 +209,22 @@ class ItemPriors:
 
     Attributes
     ----------
-    alpha : array (2,) or None
+    alpha : array (K,) or None
         Dirichlet prior on pi.
     sens_prior, spec_prior : arrays (2,) or None
-        Normal (location, scale) priors on the logit sensitivity / specificity.
+        K = 2: normal (location, scale) priors on the logit sensitivity / specificity.
     difficulty_scale, discrimination_scale : float
     guessing_prior : array (2,)
         Beta (a, b).
     non_adversarial : bool
-        ``logit_sens + logit_spec > 0``; under MAP the rater prior is the normal
-        prior truncated to that half-plane (its normalising constant included).
+        K = 2: ``logit_sens + logit_spec > 0``; K >= 3: every ability
+        ``a[j, k] > -log(K - 1)`` (accuracy above chance).  Under MAP the
+        rater prior is the normal prior truncated there (its normalising
+        constant included).
+    accuracy_prior : array (K, 2) or None
+        K >= 3: normal (location, scale) prior of ``a[j, k]``, one row per class.
+    n_categories : int
+        K.
     """
 
     alpha: np.ndarray | None
@@ -191,19 +234,35 @@ class ItemPriors:
     discrimination_scale: float
     guessing_prior: np.ndarray
     non_adversarial: bool
+    accuracy_prior: np.ndarray | None = None
+    n_categories: int = 2
     rater_const: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         const = 0.0
-        if self.non_adversarial and self.sens_prior is not None and self.spec_prior is not None:
-            m = self.sens_prior[0] + self.spec_prior[0]
-            s = float(np.hypot(self.sens_prior[1], self.spec_prior[1]))
-            const = -float(log_ndtr(m / s))  # per rater: minus log P(sens + spec > 0) under the prior
+        if self.n_categories == 2:
+            if self.non_adversarial and self.sens_prior is not None and self.spec_prior is not None:
+                m = self.sens_prior[0] + self.spec_prior[0]
+                s = float(np.hypot(self.sens_prior[1], self.spec_prior[1]))
+                const = -float(log_ndtr(m / s))  # per rater: minus log P(sens + spec > 0) under the prior
+        elif self.non_adversarial and self.accuracy_prior is not None:
+            loc, scale = self.accuracy_prior[:, 0], self.accuracy_prior[:, 1]
+            # per rater: minus sum_k log P(a_k > lower) under the prior (Stan's normal_lccdf(lower | m_k, s_k))
+            const = -float(log_ndtr((loc - self.lower) / scale).sum())
         object.__setattr__(self, "rater_const", const)
 
+    @property
+    def lower(self) -> float:
+        """K >= 3 and non-adversarial: the abilities' lower bound ``-log(K - 1)`` (else ``-inf``)."""
+        if self.n_categories > 2 and self.non_adversarial:
+            return -float(np.log(self.n_categories - 1.0))
+        return -np.inf
+
     def rater_prior(self, k: int) -> np.ndarray | None:
-        """The (location, scale) prior of the logits class ``k`` reads, or None (ML)."""
-        return self.sens_prior if k == 1 else self.spec_prior
+        """The (location, scale) prior of the abilities class ``k`` reads, or None (ML)."""
+        if self.n_categories == 2:
+            return self.sens_prior if k == 1 else self.spec_prior
+        return None if self.accuracy_prior is None else self.accuracy_prior[k]
 
 
 # ------------------------------------------------------------------ log probabilities
@@ -211,7 +270,7 @@ def _eta(cells: Cells, st: ItemState, k: int, idx: np.ndarray | None = None) -> 
     """The linear predictor of class ``k`` at every cell (or at the cells ``idx``)."""
     item = cells.item if idx is None else cells.item[idx]
     rater = cells.rater if idx is None else cells.rater[idx]
-    eta = st.ability(k)[rater] - st.difficulty[item]
+    eta = st.ability[k][rater] - st.difficulty[item]
     if st.discrimination is not None:
         eta *= st.discrimination[item]
     return eta
@@ -224,46 +283,51 @@ def class_log_probs(cells: Cells, st: ItemState, k: int, idx: np.ndarray | None 
         cells.kernel.log_probs(
             cells.item,
             cells.rater,
-            cells.positive,
-            st.ability(k),
+            cells.rating,
+            st.ability[k],
             st.difficulty,
             _or_empty(st.discrimination),
             _or_empty(st.guessing),
             k,
+            cells.log_others,
             _ALL if idx is None else idx,
             out,
         )
         return out
     eta = _eta(cells, st, k, idx)
-    right = cells.positive if k == 1 else ~cells.positive
-    if idx is not None:
-        right = right[idx]
+    right = (cells.rating if idx is None else cells.rating[idx]) == k
     if st.guessing is None:
         np.negative(eta, out=eta, where=~right)
-        return log_expit(eta)
+        out = log_expit(eta)
+        if cells.n_categories > 2:
+            out[~right] -= cells.log_others
+        return out
     item = cells.item if idx is None else cells.item[idx]
-    miss = np.log1p(-st.guessing[item]) + log_expit(-eta)  # log P(wrong)
+    miss = np.log1p(-st.guessing[item]) + log_expit(-eta)  # log (1 - P(right))
     with np.errstate(divide="ignore"):
+        if cells.n_categories > 2:
+            return np.where(right, np.log(-np.expm1(miss)), miss - cells.log_others)
         return np.where(right, np.log(-np.expm1(miss)), miss)
 
 
 def e_step(
-    cells: Cells, log_probs: tuple[np.ndarray, np.ndarray], pi: np.ndarray, known: np.ndarray | None
+    cells: Cells, log_probs: list[np.ndarray], pi: np.ndarray, known: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Class probabilities (I, 2) and per-item log-likelihood (I,) from the cells' log probabilities.
+    """Class probabilities (I, K) and per-item log-likelihood (I,) from the cells' log probabilities.
 
     ``log_probs[k]`` is :func:`class_log_probs` of class ``k``; an item of
     known class gets one-hot probabilities and ``log p(y_i, z_i)``.
     """
-    I = cells.n_items
-    lj = np.empty((I, 2))
+    I, K = cells.n_items, cells.n_categories
+    lj = np.empty((I, K))
     with np.errstate(divide="ignore"):
-        for k in (0, 1):
+        for k in range(K):
             lj[:, k] = np.log(pi[k]) + np.bincount(cells.item, weights=cells.count * log_probs[k], minlength=I)
     if known is not None:
         rows = np.flatnonzero(known >= 0)
-        lj[rows, 1 - known[rows]] = -np.inf
-    ll = np.logaddexp(lj[:, 0], lj[:, 1])
+        other = np.arange(K)[None, :] != known[rows, None]
+        lj[rows] = np.where(other, -np.inf, lj[rows])
+    ll = np.logaddexp(lj[:, 0], lj[:, 1]) if K == 2 else logsumexp(lj, axis=1)
     with np.errstate(invalid="ignore"):
         T = np.exp(lj - ll[:, None])
     return T, ll
@@ -298,10 +362,10 @@ def _rater_log_prior(x: np.ndarray, prior: np.ndarray | None) -> np.ndarray:
 def log_prior(st: ItemState, pr: ItemPriors) -> float:
     """The log prior density of every parameter (the parts ``pr`` holds), as Stan's model block writes it."""
     total = float(item_log_prior(st, pr).sum())
-    for k in (0, 1):
-        total += float(_rater_log_prior(st.ability(k), pr.rater_prior(k)).sum())
-    if pr.sens_prior is not None:
-        total += st.logit_sens.size * pr.rater_const
+    for k in range(st.n_categories):
+        total += float(_rater_log_prior(st.ability[k], pr.rater_prior(k)).sum())
+    if pr.rater_prior(0) is not None:
+        total += st.ability.shape[1] * pr.rater_const
     if pr.alpha is not None:
         a = pr.alpha
         with np.errstate(divide="ignore"):
@@ -348,28 +412,30 @@ def _derivs(eta: np.ndarray, right: np.ndarray, gamma: np.ndarray | None) -> dic
 def rater_step(
     cells: Cells,
     st: ItemState,
-    omega: tuple[np.ndarray, np.ndarray],
+    omega: np.ndarray,
     log_probs: list[np.ndarray],
     pr: ItemPriors,
 ) -> None:
-    """One safeguarded Newton step on every rater's two logits (``st`` and ``log_probs`` updated in place).
+    """One safeguarded Newton step on every rater ability (``st`` and ``log_probs`` updated in place).
 
     ``omega[k]`` (nnz,) is the weight of each cell for class ``k`` (count x
-    unit weight x ``T[i, k]``).  Each rater's term of the expected log
-    posterior is a sum of one-dimensional terms in ``logit_spec[j]`` and
-    ``logit_sens[j]``; with ``non_adversarial`` a step keeps
-    ``logit_sens + logit_spec > 0`` (it covers at most 90% of the way to the
-    boundary).  A rater whose term would fall halves its step, up to
-    :data:`HALVINGS` times, else keeps its values.
+    unit weight x ``T[i, k]``); ``omega`` is (K, nnz).  Each rater's term of
+    the expected log posterior is a sum of one-dimensional terms, one per
+    ability ``a[j, k]`` (the cells weighted for class ``k``).  With
+    ``non_adversarial`` a step keeps the constraint, covering at most
+    :data:`TO_BOUNDARY` of the way to its boundary: at K = 2 a rater's two
+    steps together keep ``logit_sens + logit_spec > 0``; at K >= 3 each keeps
+    ``a[j, k] > -log(K - 1)``.  An ability whose term would fall halves its
+    step, up to :data:`HALVINGS` times, else keeps its value.
     """
-    J = cells.n_raters
+    J, K = cells.n_raters, cells.n_categories
     delta = gamma = None
     if cells.kernel is None:
         delta = None if st.discrimination is None else st.discrimination[cells.item]
         gamma = None if st.guessing is None else st.guessing[cells.item]
-    step = []
-    old_q = np.zeros((2, J))
-    for k in (0, 1):
+    step = np.zeros((K, J))
+    old_q = np.zeros((K, J))
+    for k in range(K):
         G: np.ndarray
         H: np.ndarray
         F: np.ndarray
@@ -378,9 +444,9 @@ def rater_step(
             cells.kernel.rater_sums(
                 cells.item,
                 cells.rater,
-                cells.positive,
+                cells.rating,
                 omega[k],
-                st.ability(k),
+                st.ability[k],
                 st.difficulty,
                 _or_empty(st.discrimination),
                 _or_empty(st.guessing),
@@ -390,8 +456,7 @@ def rater_step(
                 F,
             )
         else:
-            right = cells.positive if k == 1 else ~cells.positive
-            d = _derivs(_eta(cells, st, k), right, gamma)
+            d = _derivs(_eta(cells, st, k), cells.rating == k, gamma)
             de = d["e"] if delta is None else d["e"] * delta
             dee = d["ee"] if delta is None else d["ee"] * delta**2
             G = np.bincount(cells.rater, weights=omega[k] * de, minlength=J)
@@ -400,47 +465,52 @@ def rater_step(
             dd = 0.25 if delta is None else 0.25 * delta**2
             F = np.bincount(cells.rater, weights=omega[k] * dd, minlength=J)
         prior = pr.rater_prior(k)
-        x = st.ability(k)
+        x = st.ability[k]
         if prior is not None:
             G = G - (x - prior[0]) / prior[1] ** 2
             H = H - 1.0 / prior[1] ** 2
             F = F + 1.0 / prior[1] ** 2
         with np.errstate(divide="ignore", invalid="ignore"):
             s = np.where(H < 0, -G / H, G / F)
-        s = np.clip(np.nan_to_num(s, nan=0.0, posinf=0.0, neginf=0.0), -MAX_STEP, MAX_STEP)
-        step.append(s)
+        step[k] = np.clip(np.nan_to_num(s, nan=0.0, posinf=0.0, neginf=0.0), -MAX_STEP, MAX_STEP)
         old_q[k] = np.bincount(cells.rater, weights=omega[k] * log_probs[k], minlength=J)
         old_q[k] += _rater_log_prior(x, prior)
-    t = np.ones(J)
+    t: np.ndarray = np.ones(J)
     if pr.non_adversarial:
-        margin = st.logit_sens + st.logit_spec
-        down = step[0] + step[1]
+        if K == 2:
+            margin = st.logit_sens + st.logit_spec
+            down = step[0] + step[1]
+        else:
+            margin, down = st.ability - pr.lower, step
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(down < 0, np.minimum(1.0, TO_BOUNDARY * margin / -down), 1.0)
-    x0 = (st.logit_spec.copy(), st.logit_sens.copy())
-    todo = np.stack([np.abs(step[0]) > NEGLIGIBLE, np.abs(step[1]) > NEGLIGIBLE])
+    x0 = st.ability.copy()
+    todo: np.ndarray = np.abs(step) > NEGLIGIBLE
     idx: np.ndarray | None = None  # the cells of the raters still to move (None: all)
     for _ in range(HALVINGS + 1):
         if not todo.any():
             break
-        cand = [np.where(todo[k], x0[k] + t * step[k], x0[k]) for k in (0, 1)]
-        trial = replace(st, logit_spec=cand[0], logit_sens=cand[1])
+        cand = np.where(todo, x0 + t * step, x0)
+        trial = replace(st, ability=cand)
         rater = cells.rater if idx is None else cells.rater[idx]
-        lp = [class_log_probs(cells, trial, k, idx) for k in (0, 1)]
-        ok = np.zeros((2, J), dtype=bool)
-        for k in (0, 1):
+        moving = [bool(todo[k].any()) for k in range(K)]
+        lp = [class_log_probs(cells, trial, k, idx) if moving[k] else _NONE for k in range(K)]
+        ok = np.zeros((K, J), dtype=bool)
+        for k in (k for k in range(K) if moving[k]):
             om = omega[k] if idx is None else omega[k][idx]
             new_q = np.bincount(rater, weights=om * lp[k], minlength=J)
             new_q += _rater_log_prior(cand[k], pr.rater_prior(k))
             ok[k] = todo[k] & (new_q >= old_q[k])
-        if pr.non_adversarial:  # a rater keeps only moves that stay non-adversarial (one logit alone may not)
-            spec = np.where(ok[0], cand[0], st.logit_spec)
-            sens = np.where(ok[1], cand[1], st.logit_sens)
-            ok[:, spec + sens <= 0] = False
-        for k in (0, 1):
+        if pr.non_adversarial:
+            if K == 2:  # a rater keeps only moves that stay non-adversarial (one logit alone may not)
+                spec = np.where(ok[0], cand[0], st.logit_spec)
+                sens = np.where(ok[1], cand[1], st.logit_sens)
+                ok[:, spec + sens <= 0] = False
+            else:
+                ok &= cand > pr.lower
+        for k in range(K):
             if ok[k].any():
-                x = st.ability(k)
-                x[ok[k]] = cand[k][ok[k]]
+                st.ability[k, ok[k]] = cand[k, ok[k]]
                 _merge(log_probs[k], lp[k], ok[k][rater], idx)
         todo &= ~ok
         t = t / 2.0
@@ -467,7 +537,7 @@ def _positive_definite(A: np.ndarray) -> np.ndarray:
 def _item_sums_numpy(
     cells: Cells,
     st: ItemState,
-    omega: tuple[np.ndarray, np.ndarray],
+    omega: np.ndarray,
     col: dict[str, int],
     G: np.ndarray,
     H: np.ndarray,
@@ -476,16 +546,15 @@ def _item_sums_numpy(
     I = cells.n_items
     delta = None if st.discrimination is None else st.discrimination[cells.item]
     gamma = None if st.guessing is None else st.guessing[cells.item]
-    # per-cell sums over the two classes of omega x derivative, for each gradient / Hessian entry
+    # per-cell sums over the K classes of omega x derivative, for each gradient / Hessian entry
     acc: dict[tuple[int, ...], np.ndarray] = {}
 
     def add(key: tuple[int, ...], value: np.ndarray) -> None:
         acc[key] = acc[key] + value if key in acc else value
 
-    for k in (0, 1):
-        right = cells.positive if k == 1 else ~cells.positive
+    for k in range(cells.n_categories):
         eta = _eta(cells, st, k)
-        d = _derivs(eta, right, gamma)
+        d = _derivs(eta, cells.rating == k, gamma)
         w = omega[k]
         dl, dll = w * d["e"], w * d["ee"]
         m_delta = -1.0 if delta is None else -delta  # d eta / d beta
@@ -511,7 +580,7 @@ def _item_sums_numpy(
 
 
 def _item_gradient(
-    cells: Cells, st: ItemState, omega: tuple[np.ndarray, np.ndarray], pr: ItemPriors
+    cells: Cells, st: ItemState, omega: np.ndarray, pr: ItemPriors
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Gradient (I, p) and Hessian (I, p, p) of every item's term in (difficulty, log discrimination, guessing)."""
     I = cells.n_items
@@ -524,11 +593,9 @@ def _item_gradient(
         cells.kernel.item_sums(
             cells.item,
             cells.rater,
-            cells.positive,
-            omega[0],
-            omega[1],
-            st.logit_spec,
-            st.logit_sens,
+            cells.rating,
+            omega,
+            st.ability,
             st.difficulty,
             _or_empty(st.discrimination),
             _or_empty(st.guessing),
@@ -584,7 +651,7 @@ def _newton_steps_numpy(H: np.ndarray, G: np.ndarray) -> np.ndarray:
 def item_step(
     cells: Cells,
     st: ItemState,
-    omega: tuple[np.ndarray, np.ndarray],
+    omega: np.ndarray,
     log_probs: list[np.ndarray],
     pr: ItemPriors,
 ) -> None:
@@ -614,9 +681,8 @@ def item_step(
         step = _newton_steps_numpy(H, G)
     big = np.abs(step).max(axis=1)
     step *= np.minimum(1.0, MAX_STEP / np.maximum(big, 1e-300))[:, None]
-    old_q = np.bincount(
-        cells.item, weights=omega[0] * log_probs[0] + omega[1] * log_probs[1], minlength=I
-    ) + item_log_prior(st, pr)
+    K = cells.n_categories
+    old_q = np.bincount(cells.item, weights=_weighted(omega, log_probs), minlength=I) + item_log_prior(st, pr)
     x0 = {"beta": st.difficulty.copy()}
     if "u" in names:
         x0["u"] = np.log(st.discrimination)  # type: ignore[arg-type]
@@ -635,9 +701,9 @@ def item_step(
         if "g" in names:
             trial.guessing = np.clip(x0["g"] + ts[:, names.index("g")], 0.0, GUESS_MAX)
         item = cells.item if idx is None else cells.item[idx]
-        lp = [class_log_probs(cells, trial, k, idx) for k in (0, 1)]
-        om = omega if idx is None else (omega[0][idx], omega[1][idx])
-        new_q = np.bincount(item, weights=om[0] * lp[0] + om[1] * lp[1], minlength=I)
+        lp = [class_log_probs(cells, trial, k, idx) for k in range(K)]
+        om = omega if idx is None else omega[:, idx]
+        new_q = np.bincount(item, weights=_weighted(om, lp), minlength=I)
         new_q += item_log_prior(trial, pr)
         ok = todo & (new_q >= old_q)
         if ok.any():
@@ -647,11 +713,19 @@ def item_step(
             if trial.guessing is not None:
                 st.guessing[ok] = trial.guessing[ok]  # type: ignore[index]
             sel = ok[item]
-            for k in (0, 1):
+            for k in range(K):
                 _merge(log_probs[k], lp[k], sel, idx)
         todo &= ~ok
         t = t / 2.0
         idx = np.flatnonzero(todo[cells.item])
+
+
+def _weighted(omega: np.ndarray, log_probs: list[np.ndarray]) -> np.ndarray:
+    """``sum_k omega[k] * log_probs[k]`` per cell (summed in class order)."""
+    out = omega[0] * log_probs[0]
+    for k in range(1, len(log_probs)):
+        out += omega[k] * log_probs[k]
+    return out
 
 
 def shift_step(st: ItemState, pr: ItemPriors) -> None:
@@ -667,19 +741,21 @@ def shift_step(st: ItemState, pr: ItemPriors) -> None:
     """
     prec = st.difficulty.size / pr.difficulty_scale**2
     pull = -st.difficulty.sum() / pr.difficulty_scale**2
-    for k in (0, 1):
+    for k in range(st.n_categories):
         prior = pr.rater_prior(k)
         if prior is not None:
-            x = st.ability(k)
+            x = st.ability[k]
             prec += x.size / prior[1] ** 2
             pull += (prior[0] - x).sum() / prior[1] ** 2
     c = pull / prec
-    if pr.non_adversarial and c < 0 and st.logit_sens.size:
-        c = max(c, -TO_BOUNDARY * float(np.min(st.logit_sens + st.logit_spec)) / 2.0)
+    if pr.non_adversarial and c < 0 and st.ability.size:
+        if st.n_categories == 2:
+            c = max(c, -TO_BOUNDARY * float(np.min(st.logit_sens + st.logit_spec)) / 2.0)
+        else:
+            c = max(c, -TO_BOUNDARY * float(np.min(st.ability - pr.lower)))
     if abs(c) > NEGLIGIBLE:
         st.difficulty += c
-        st.logit_sens += c
-        st.logit_spec += c
+        st.ability += c
 
 
 def state_from_classes(
@@ -691,31 +767,34 @@ def state_from_classes(
     margin: float = 0.5,
     project: bool = True,
 ) -> ItemState:
-    """Starting parameters from class probabilities ``T`` (I, 2).
+    """Starting parameters from class probabilities ``T`` (I, K).
 
-    Each rater's logits are the smoothed logits of its agreement with ``T``
-    (``(right + 0.5) / (n + 1)`` per class), moved onto ``logit_sens +
-    logit_spec >= margin`` when the model is non-adversarial (and ``project``); the items start
-    at difficulty 0, discrimination 1 and guessing 0.05.
+    Each rater ability ``a[j, k]`` is the smoothed logit of the rater's
+    agreement with ``T`` on class ``k`` (``(right + 0.5) / (n + 1)``).  When
+    the model is non-adversarial (and ``project``) the abilities are moved
+    onto the constraint with a margin: ``logit_sens + logit_spec >= margin``
+    at K = 2, ``a[j, k] >= -log(K - 1) + margin / 2`` at K >= 3.  The items
+    start at difficulty 0, discrimination 1 and guessing 0.05.
     """
-    J, I = cells.n_raters, cells.n_items
+    J, I, K = cells.n_raters, cells.n_items, cells.n_categories
     wT = T * weight[:, None]
-    logits = []
-    for k in (0, 1):
+    ability = np.empty((K, J))
+    for k in range(K):
         omega = cells.count * wT[cells.item, k]
-        right = cells.positive if k == 1 else ~cells.positive
+        right = cells.rating == k
         n = np.bincount(cells.rater, weights=omega, minlength=J)
         r = np.bincount(cells.rater, weights=omega * right, minlength=J)
         p = (r + 0.5) / (n + 1.0)
-        logits.append(np.log(p) - np.log1p(-p))
-    spec, sens = logits
+        ability[k] = np.log(p) - np.log1p(-p)
     if pr.non_adversarial and project:
-        short = np.maximum(0.0, margin - (spec + sens)) / 2.0
-        spec, sens = spec + short, sens + short
+        if K == 2:
+            short = np.maximum(0.0, margin - (ability[0] + ability[1])) / 2.0
+            ability += short
+        else:
+            ability = np.maximum(ability, pr.lower + margin / 2.0)
     return ItemState(
         pi=pi_step(T, weight, pr.alpha),
-        logit_sens=sens,
-        logit_spec=spec,
+        ability=ability,
         difficulty=np.zeros(I),
         discrimination=np.ones(I) if model.discrimination else None,
         guessing=np.full(I, 0.05) if model.guessing else None,
