@@ -227,7 +227,7 @@ def sim_data():
 def fits(stan_engine, sim_data):
     """One short run per model, shared by the sampling tests."""
     out = {}
-    for name in ERROR_MATRIX_MODEL_NAMES:  # K = 3 data: item_difficulty (binary) in tests/test_item_difficulty.py
+    for name in ERROR_MATRIX_MODEL_NAMES:  # item_difficulty: tests/test_item_difficulty*.py
         out[name] = stan_engine.sample(
             name, stan_data(sim_data, get_model(name)), chains=2, warmup=300, draws=200, seed=123, progress=False
         )
