@@ -91,18 +91,52 @@ def _training_data(data: RatingData, held_out: np.ndarray) -> RatingData:
     )
 
 
-def _known_labels(fit: Any) -> dict | None:
-    """The fit's known classes as ``{unit label of the training data: category label}`` (units are 1 .. I there)."""
+def _training_items(data: RatingData, held_out: np.ndarray) -> tuple[RatingData, np.ndarray]:
+    """Item-level ``data`` without its held-out items: every rater kept, the other items renumbered.
+
+    For families with per-item parameters, whose fits need one unit per item
+    (a unit of weight 0 would be expanded away, and with it a rater whose
+    every item is held out).  Returns the data and each unit's new code (-1
+    when held out).
+    """
+    kept = held_out == 0
+    code = np.where(kept, np.cumsum(kept) - 1, -1)
+    rows = kept[data.unit]
+    train = RatingData.from_codes(
+        code[data.unit[rows]],
+        data.rater[rows],
+        data.rating[rows],
+        n_categories=data.n_categories,
+        n_items=int(kept.sum()),
+        n_raters=data.n_raters,
+        categories=list(data.categories),
+    )
+    return train, code
+
+
+def _known_labels(fit: Any, code: np.ndarray | None = None) -> dict | None:
+    """The fit's known classes as ``{unit label of the training data: category label}`` (units are 1 .. I there).
+
+    ``code`` maps the fit's units to the training data's (-1: held out); default the same units.
+    """
     known = fit.known
     if known is None or not np.any(known >= 0):
         return None
     cats = fit.data.categories
-    return {int(u) + 1: cats[int(c)] for u, c in enumerate(known) if c >= 0}
+    units = np.arange(known.size) if code is None else code
+    return {int(units[u]) + 1: cats[int(c)] for u, c in enumerate(known) if c >= 0 and units[u] >= 0}
 
 
-def _refit(fit: Any, train: RatingData, seed: int) -> Fit:
-    """The fit repeated on ``train`` (same model, method and settings)."""
-    known = _known_labels(fit)
+def _refit(fit: Any, held_out: np.ndarray, seed: int) -> Fit:
+    """The fit repeated without the held-out items (``held_out[u]`` of unit u's; same model, method and settings)."""
+    if isinstance(fit, ItemLevelMixin) and not fit.marginal:
+        train, code = _training_items(fit.data, held_out)
+        known = _known_labels(fit, code)
+        fit_known = None if fit.known is None else np.asarray(fit.known)[code >= 0]
+    else:
+        train = _training_data(fit.data, held_out)
+        known = _known_labels(fit)
+        fit_known = None if fit.known is None else np.asarray(fit.known)
     res: Fit
     if isinstance(fit, EMFit):
         from ..inference.em.algorithm import EMConvergenceWarning, em
@@ -128,7 +162,7 @@ def _refit(fit: Any, train: RatingData, seed: int) -> Fit:
         res = optimize(
             train,
             fit.model,
-            None if fit.known is None else np.asarray(fit.known),
+            fit_known,
             engine=fit.engine,
             seed=seed,
             inits=None,
@@ -206,7 +240,7 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
         for f in range(k):
             out = np.flatnonzero(fold == f)
             held = np.bincount(unit_of_item[out], minlength=data.n_units)
-            refit = _refit(fit, _training_data(data, held), seed + f)
+            refit = _refit(fit, held, seed + f)
             params.append(refit._point())
             units = np.unique(unit_of_item[out])
             ll = _unit_log_lik(fit, refit, units)
