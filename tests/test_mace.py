@@ -456,3 +456,25 @@ def _check_compare(f, ds) -> None:
     best = max(elpd, key=elpd.get)
     for name in table.index:
         assert table.loc[name, "elpd_diff"] == pytest.approx(elpd[name] - elpd[best])
+
+
+def test_under_a_prior_a_rater_without_ratings_sits_at_the_prior_mode():
+    """MAP: competence (beta1 - 1) / (beta1 + beta2 - 2) and the Dirichlet mode, so the log prior stays finite
+    (a competence of 0 has log density -inf under Beta(2, 2), and EM could then never see its objective move)."""
+    N = np.zeros((2, K, K))
+    N[0] = np.eye(K) * 5 + 1
+    gamma = np.arange(2.0, 2.0 + K)
+    prior = MapPrior("mace", np.ones(K), beta1=np.array(3.0), beta2=np.array(2.0), gamma=gamma)
+    for numba in (True, False):
+        c, xi, empty = mace_m_step(N, prior, use_numba=numba)
+        assert empty.tolist() == [False, True]
+        assert c[1] == pytest.approx(2.0 / 3.0)
+        np.testing.assert_allclose(xi[1], (gamma - 1) / (gamma - 1).sum())
+    # a fit whose data leave one rater without a rating keeps a finite, converging objective
+    sim = pyrater.simulate("mace", 60, 5, n_categories=K, raters_per_item=3, seed=2)
+    data = pyrater.RatingData.from_codes(
+        sim.data.unit, sim.data.rater, sim.data.rating, n_categories=K, n_raters=6
+    )  # rater 6 has no ratings
+    fit = pyrater.em(data, pyrater.MACE(beta1=2.0, beta2=2.0), method="map")
+    assert fit.converged and np.isfinite(fit.log_posterior)
+    assert fit.theta[5, 0, 0] == pytest.approx(0.5 + 0.5 / K)  # competence 1/2, xi uniform (gamma default 10)

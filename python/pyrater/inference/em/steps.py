@@ -613,7 +613,10 @@ def mace_m_step(
     competence : array (J,)
     xi : array (J, K)
     empty : bool array (J,)
-        Raters without ratings (their matrices are uniform: competence 0, xi uniform).
+        Raters without ratings.  Under a prior with a mode (``beta1 + beta2 > 2``)
+        they sit at it (competence ``(beta1 - 1) / (beta1 + beta2 - 2)``, xi the
+        Dirichlet(``gamma``) mode, uniform where it has none); otherwise their
+        matrices are uniform (competence 0, xi uniform: no estimate).
     """
     J, K, _ = N.shape
     idx = np.arange(K)
@@ -640,8 +643,11 @@ def mace_m_step(
         run(kernel.mace_inner, np.ascontiguousarray(d), o_g, c_den, float(a1), c, xi, int(max_inner), float(tol))
     else:
         _mace_inner_numpy(d, o + g, c_den, a1, c, xi, max_inner, tol)
-    c[empty] = 0.0
-    xi[empty] = 1.0 / K
+    # a rater without ratings: under a prior with a mode the inner steps put it there (a competence of 0
+    # would have log prior -inf under Beta(beta1 > 1, .)); with no prior or a flat one it has no estimate
+    blank = empty if prior is None or a1 + a2 <= 0 else np.zeros_like(empty)
+    c[blank] = 0.0
+    xi[blank] = 1.0 / K
     return c, xi, empty
 
 
