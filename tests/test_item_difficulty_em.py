@@ -30,6 +30,16 @@ def small():
     return pyrater.simulate("item_difficulty", 150, 5, seed=2)
 
 
+def _item_log_prior(p, pri) -> float:
+    """Log prior of the item parameters (difficulty, and discrimination and guessing where present), by scipy."""
+    total = float(stats.norm(0, pri["difficulty_scale"]).logpdf(p["difficulty"]).sum())
+    if "discrimination" in p:
+        total += stats.lognorm(s=pri["discrimination_scale"]).logpdf(p["discrimination"]).sum()
+    if "guessing" in p:
+        total += stats.beta(*pri["guessing_prior"]).logpdf(p["guessing"]).sum()
+    return total
+
+
 def log_posterior(fit: ItemDifficultyEMFit, priors: bool = True) -> float:
     """The objective recomputed from scipy's densities and the family's numpy log joint (an independent route)."""
     p, model = fit.model_params, fit.model
@@ -44,11 +54,7 @@ def log_posterior(fit: ItemDifficultyEMFit, priors: bool = True) -> float:
         p["guessing"][None] if "guessing" in p else None,
     )[0]
     total = float(np.logaddexp(lj[:, 0], lj[:, 1]).sum())
-    total += stats.norm(0, pri["difficulty_scale"]).logpdf(p["difficulty"]).sum()
-    if "discrimination" in p:
-        total += stats.lognorm(s=pri["discrimination_scale"]).logpdf(p["discrimination"]).sum()
-    if "guessing" in p:
-        total += stats.beta(*pri["guessing_prior"]).logpdf(p["guessing"]).sum()
+    total += _item_log_prior(p, pri)
     if priors:
         total += stats.dirichlet(pri["alpha"]).logpdf(fit.pi)
         total += stats.norm(*pri["sens_prior"]).logpdf(p["logit_sens"]).sum()
@@ -336,11 +342,7 @@ def log_posterior_k(fit: ItemDifficultyEMFit, priors: bool = True) -> float:
         p["guessing"][None] if "guessing" in p else None,
     )[0]
     total = float(logsumexp(lj, axis=1).sum())
-    total += stats.norm(0, pri["difficulty_scale"]).logpdf(p["difficulty"]).sum()
-    if "discrimination" in p:
-        total += stats.lognorm(s=pri["discrimination_scale"]).logpdf(p["discrimination"]).sum()
-    if "guessing" in p:
-        total += stats.beta(*pri["guessing_prior"]).logpdf(p["guessing"]).sum()
+    total += _item_log_prior(p, pri)
     if priors:
         total += stats.dirichlet(pri["alpha"]).logpdf(fit.pi)
         m, s = pri["accuracy_prior"][:, 0], pri["accuracy_prior"][:, 1]
