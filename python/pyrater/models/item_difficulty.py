@@ -90,7 +90,7 @@ SIMULATED_ACCURACY = (1.75, 0.5)
 
 def _check_k(K: int) -> None:
     if K < 2:
-        raise ValueError(f"the item_difficulty model needs K >= 2 categories; the data have K = {K}")
+        raise ValueError(f"the item_difficulty model needs K >= 2 categories; got K = {K}")
 
 
 def chance_logit(K: int) -> float:
