@@ -36,8 +36,8 @@ invalid: grouped data is expanded to one unit per item before fitting
 integrates the item parameters out by quadrature instead
 (:mod:`pyrater.models.item_marginal`, ``stan/item_difficulty_marginal.stan``),
 which restores the compression.  The numpy log joint
-(:func:`item_log_joint`) serves the class probabilities, ``log_lik`` and
-posterior prediction of the fits.
+(:func:`item_log_joint_k`, any K; :func:`item_log_joint` its binary form)
+serves the class probabilities, ``log_lik`` and posterior prediction of the fits.
 """
 
 from __future__ import annotations
@@ -344,7 +344,9 @@ def item_log_joint(
     discrimination: np.ndarray | None = None,
     guessing: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``log p(y_i, z_i = k)`` for every draw, item and class (numpy, log space).
+    """``log p(y_i, z_i = k)`` for every draw, item and class of binary data (numpy, log space).
+
+    :func:`item_log_joint_k` at K = 2 with ``ability = (logit_spec, logit_sens)``.
 
     Parameters
     ----------
@@ -360,32 +362,8 @@ def item_log_joint(
     -------
     array, shape (S, I, 2)
     """
-    item, rater, rating, w = _cells(counts, 2)
-    I = counts.shape[0]
-    eta_pos = logit_sens[:, rater] - difficulty[:, item]
-    eta_neg = logit_spec[:, rater] - difficulty[:, item]
-    if discrimination is not None:
-        eta_pos = eta_pos * discrimination[:, item]
-        eta_neg = eta_neg * discrimination[:, item]
-    y = rating == 1
-    sign = np.where(y, 1.0, -1.0)
-    if guessing is None:
-        lp_pos = log_expit(sign * eta_pos)
-        lp_neg = log_expit(-sign * eta_neg)
-    else:
-        # wrong: log((1 - g)(1 - p)); right: log1m_exp of that
-        log1m_g = np.log1p(-guessing[:, item])
-        miss_pos = log1m_g + log_expit(-eta_pos)  # log P(y = 0 | positive)
-        miss_neg = log1m_g + log_expit(-eta_neg)  # log P(y = 1 | negative)
-        with np.errstate(divide="ignore"):
-            lp_pos = np.where(y, np.log(-np.expm1(miss_pos)), miss_pos)
-            lp_neg = np.where(y, miss_neg, np.log(-np.expm1(miss_neg)))
-    # per-item sums of count x log probability: one sparse product per class
-    A = sp.csr_matrix((w, (item, np.arange(item.size))), shape=(I, item.size))
-    out = np.empty((log_pi.shape[0], I, 2))
-    out[:, :, 0] = (A @ lp_neg.T).T + log_pi[:, [0]]
-    out[:, :, 1] = (A @ lp_pos.T).T + log_pi[:, [1]]
-    return out
+    ability = np.stack([logit_spec, logit_sens], -1)
+    return item_log_joint_k(counts, 2, log_pi, ability, difficulty, discrimination, guessing)
 
 
 def accuracy_theta(ability: np.ndarray) -> np.ndarray:
@@ -426,8 +404,8 @@ def item_log_joint_k(
 
     For class ``k`` a rating is right when it is ``k``, with probability
     ``r = gamma + (1 - gamma) inv_logit(delta (ability[j, k] - difficulty))``,
-    and each wrong category has ``(1 - r) / (K - 1)``.  At K = 2 this is
-    :func:`item_log_joint` with ``ability = (logit_spec, logit_sens)``.
+    and each wrong category has ``(1 - r) / (K - 1)``.  At K = 2 it is the
+    binary model with ``ability = (logit_spec, logit_sens)`` (:func:`item_log_joint`).
 
     Parameters
     ----------
