@@ -42,7 +42,7 @@ from ..fits.base import Fit
 from ..fits.em import EMFit
 from ..fits.item_difficulty import ItemLevelMixin, condition_on_known
 from ..fits.optimize import OptimizeFit
-from ..models.item_marginal import marginal_log_joint_k, rule_for
+from ..models.item_marginal import marginal_log_joint_k
 from ..models.kernels import class_log_posterior
 
 __all__ = ["kfold", "DEFAULT_FOLDS", "fold_of_items"]
@@ -183,8 +183,8 @@ def _unit_log_lik(fit: Any, point: Fit, units: np.ndarray) -> np.ndarray:
     counts = fit.data.counts[units]
     if isinstance(point, ItemLevelMixin):
         p = point._params()
-        rule = rule_for(fit.model, fit.data.counts, fit.data.n_categories)
-        lj = condition_on_known(marginal_log_joint_k(counts, p["log_pi"], p["ability"], rule), known)[0]
+        # the rule of the data (cached on the fit): held-out and training items share it
+        lj = condition_on_known(marginal_log_joint_k(counts, p["log_pi"], p["ability"], fit._rule), known)[0]
         with np.errstate(invalid="ignore"):
             return logsumexp(lj, axis=1)
     pi, theta = point._point()
