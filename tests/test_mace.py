@@ -86,13 +86,14 @@ def test_default_and_object_priors_drive_the_simulator():
     sim = pyrater.simulate("mace", 30, 2000, n_categories=K, raters_per_item=2, seed=1)
     c = sim.params["competence"]
     assert c.shape == (2000,) and sim.params["xi"].shape == (2000, K)
-    # default Beta(1, 1): mean 1/2, sd 1/sqrt(12); Dirichlet(10): each xi_l mean 1/3, sd sqrt(2/279)
-    assert abs(c.mean() - 0.5) < 4 / np.sqrt(12 * 2000)
+    # default Beta(2, 2): mean 1/2, variance 1/20; Dirichlet(10): each xi_l mean 1/3, sd sqrt(2/279)
+    assert abs(c.mean() - 0.5) < 4 / np.sqrt(20 * 2000)
+    assert abs(c.var() - 1 / 20) < 0.1 / 20  # Beta(1, 1)'s would be 1/12
     assert np.all(np.abs(sim.params["xi"].mean(0) - 1 / 3) < 4 * np.sqrt(2 / 279 / 2000))
     sharp = pyrater.simulate(MACE(beta1=1000, beta2=1), 30, 6, n_categories=K, seed=1)
     assert np.all(sharp.params["competence"] > 0.97)
     pri = MACE().priors(K, 4)
-    assert float(pri["beta1"]) == 1.0 and float(pri["beta2"]) == 1.0
+    assert float(pri["beta1"]) == 2.0 and float(pri["beta2"]) == 2.0
     assert pri["gamma"].tolist() == [10.0] * K and pri["alpha"].tolist() == [3.0] * K
     assert MACE(gamma=2).priors(K, 4)["gamma"].tolist() == [2.0] * K
 
@@ -323,7 +324,7 @@ def test_gibbs_draws_log_lik_and_lp_are_the_models():
         np.testing.assert_allclose(ll[s], ref, rtol=1e-10)
         log_prior = (
             stats.dirichlet.logpdf(pi[s], prior.alpha)
-            + stats.beta.logpdf(c[s], 1.0, 1.0).sum()
+            + stats.beta.logpdf(c[s], 2.0, 2.0).sum()  # the default Beta(2, 2)
             + sum(stats.dirichlet.logpdf(x, np.full(K, 10.0)) for x in xi[s])
         )
         np.testing.assert_allclose(lp[s], ref.sum() + log_prior, rtol=1e-10)
@@ -478,3 +479,28 @@ def test_under_a_prior_a_rater_without_ratings_sits_at_the_prior_mode():
     fit = pyrater.em(data, pyrater.MACE(beta1=2.0, beta2=2.0), method="map")
     assert fit.converged and np.isfinite(fit.log_posterior)
     assert fit.theta[5, 0, 0] == pytest.approx(0.5 + 0.5 / K)  # competence 1/2, xi uniform (gamma default 10)
+
+
+def test_default_competence_prior_keeps_em_inside_and_held_out_items_likely():
+    """Beta(2, 2), the default: raters who never disagree stay below competence 1, so an item on which two
+    of them disagree keeps a reasonable held-out probability.  Under the uniform Beta(1, 1) (maximum
+    likelihood in the competence) their competences run towards 1 and that item's held-out density
+    towards 0 (on real crowds to exactly 0: tests/test_defaults_realdata.py)."""
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, K, 60)
+    items, raters, ratings = [], [], []
+    for i, z in enumerate(truth):
+        for j in range(4):  # raters 0-3: competence 0.7, spam uniform
+            items.append(i), raters.append(j), ratings.append(z if rng.random() < 0.7 else rng.integers(0, K))
+        for j in (4, 5):  # raters 4 and 5: always right, except on item 0, where they disagree
+            items.append(i), raters.append(j), ratings.append(z if i else (z + j - 3) % K)
+    data = pyrater.RatingData.from_codes(np.array(items), np.array(raters), np.array(ratings), n_categories=K)
+    assert MACE().priors(K, 6)["beta1"] == 2.0
+    fit = pyrater.fit(data, "mace", method="em", seed=1, progress=False)
+    flat = pyrater.fit(data, MACE(beta1=1, beta2=1), method="em", seed=1, progress=False)
+    competence = mace_parameters(fit.theta)[0]
+    assert fit.converged and np.all((competence > 0.05) & (competence < 0.96))
+    assert np.all(mace_parameters(flat.theta)[0][4:] > competence[4:] + 0.02)
+    held_out = pyrater.kfold(fit, seed=1, progress=False).elpd_i.to_numpy()
+    held_out_flat = pyrater.kfold(flat, seed=1, progress=False).elpd_i.to_numpy()
+    assert held_out[0] > held_out_flat[0] + 10  # -11.4 against -38.4 nats

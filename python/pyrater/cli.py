@@ -723,16 +723,16 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         default=None,
         help="prior pseudo-count of a correct rating: the diagonal of the Dirichlet prior on each "
         "error-matrix row (class_conditional, one_coin: beta1; mace: beta1, a competent rating); default 4.8 "
-        "(one_coin: 4 (1 + 1/K); mace: 1)",
+        "(one_coin: 4 (1 + 1/K); mace: 2)",
     )
     pri.add_argument(
         "--beta-off",
         type=_positive_float,
         default=None,
         help="prior pseudo-count of each wrong rating: the off-diagonal; default 3.2 / (K - 1), below 1 "
-        "for K >= 5 (then --method em needs e.g. --beta-off 1). class_conditional, one_coin: beta2 of "
-        "p ~ Beta(beta1, beta2), default 3.2 (one_coin: 4 (1 - 1/K)); mace: beta2 (a spam rating) of "
-        "competence ~ Beta(beta1, beta2), default 1",
+        "for K >= 5 (then --method em takes the posterior mode on the log-odds scale). class_conditional, "
+        "one_coin: beta2 of p ~ Beta(beta1, beta2), default 3.2 (one_coin: 4 (1 - 1/K)); mace: beta2 "
+        "(a spam rating) of competence ~ Beta(beta1, beta2), default 2",
     )
     pri.add_argument(
         "--priors",

@@ -36,9 +36,9 @@ from .simulate import (
 
 __all__ = ["MACE", "simulate_mace", "mace_theta", "mace_parameters"]
 
-#: Beta prior on a competence: uniform (the paper's Beta(0.5, 0.5) has no mode; see :class:`MACE`)
-DEFAULT_BETA1 = 1.0
-DEFAULT_BETA2 = 1.0
+#: Beta prior on a competence: Beta(2, 2), one competent and one spam rating (see :class:`MACE`)
+DEFAULT_BETA1 = 2.0
+DEFAULT_BETA2 = 2.0
 #: symmetric Dirichlet prior on a spamming distribution: the paper's (and its code's) 10 per rating
 DEFAULT_GAMMA = 10.0
 
@@ -72,26 +72,32 @@ class MACE(ModelFamily):
         Dirichlet prior on the prevalence ``pi`` (default 3 per class, as
         every pyrater family; the paper fixes ``pi`` uniform).
     beta1, beta2 : scalar, optional
-        Beta prior on each competence (default 1 and 1: uniform).
+        Beta prior on each competence (default 2 and 2).
     gamma : array (K,) or scalar, optional
         Dirichlet prior on each spamming distribution (default 10 per rating,
         the paper's).
 
     Notes
     -----
-    *Priors.*  The authors' program (github.com/dirkhovy/MACE) runs
-    variational Bayes with ``competence ~ Beta(0.5, 0.5)`` (its ``--alpha``,
-    ``--beta``) and ``xi ~ Dirichlet(10)``.  pyrater keeps the Dirichlet(10)
-    on ``xi``, which pulls the spamming distribution of a rater with few
-    ratings towards uniform.  On the competence it uses Beta(1, 1): the
-    Beta(0.5, 0.5) density is infinite at 0 and 1, so the posterior mode that
-    ``method="em"`` (MAP) and ``method="optimize"`` compute does not exist
-    under it (a rater who never disagrees, or one with no competent rating,
-    drives it to the boundary).  Beta(1, 1) is the nearest Beta prior with a
-    mode, and it lets the data alone decide who is a spammer.  For the
+    *Priors.*  On ``xi`` the default is the paper's (and its code's,
+    github.com/dirkhovy/MACE) ``Dirichlet(10)``, which pulls the spamming
+    distribution of a rater with few ratings towards uniform.  On the
+    competence the authors' variational Bayes uses ``Beta(0.5, 0.5)``; its
+    density is infinite at 0 and 1, so the posterior mode that
+    ``method="em"`` and ``method="optimize"`` compute does not exist under
+    it.  The uniform ``Beta(1, 1)`` is no remedy: its mode is the
+    maximum-likelihood estimate, which puts raters who never disagree at
+    competence exactly 1 and spammers at 0.  EM then crawls towards that
+    boundary (thousands of iterations on real crowds), and a held-out item
+    that two "perfect" raters disagree on gets probability 0, an elpd of
+    minus infinity, so cross-validation and ``fit(data, "auto")`` cannot
+    weigh the model.  pyrater's default is ``Beta(2, 2)``: one competent and
+    one spam rating added to each rater's counts (Laplace's add-one rule),
+    which is also the mode of the uniform prior on the log-odds scale.  Every
+    method uses it, and every competence mode lies inside (0, 1).  For the
     paper's prior with the samplers, pass ``MACE(beta1=0.5, beta2=0.5)``
-    (``method="gibbs"``, ``"mcmc"`` or ``"pathfinder"``; EM's MAP refuses
-    hyperparameters below 1).
+    (``method="gibbs"``, ``"mcmc"`` or ``"pathfinder"``; EM then takes the
+    mode on the log-odds scale, ``fit.mode_scale``).
 
     *Identifiability.*  Unlike Dawid-Skene, the likelihood is not invariant
     under relabelling the true classes (competent raters copy the class, so
@@ -245,7 +251,7 @@ def simulate_mace(
         Spamming distributions (a (K,) row is used for every rater).
         Default: ``xi[j] ~ Dirichlet(gamma)``.
     beta1, beta2 : float, optional
-        Beta prior for drawing the competences (default 1 and 1).
+        Beta prior for drawing the competences (default 2 and 2, the model's).
     gamma : array (K,) or scalar, optional
         Dirichlet prior for drawing ``xi`` (default 10 per rating).
 
