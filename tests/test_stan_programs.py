@@ -306,7 +306,7 @@ def test_stan_data_layout():
     # one-coin's default at K = 2: Beta(4 (1 + 1/K), 4 (1 - 1/K)) = Beta(6, 2), halfway between chance and certainty
     assert np.shape(oc["beta1"]) == () and float(oc["beta1"]) == 6.0 and float(oc["beta2"]) == pytest.approx(2.0)
     ma = stan_data(data, "mace")
-    assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 1.0 and float(ma["beta2"]) == 1.0
+    assert np.shape(ma["beta1"]) == () and float(ma["beta1"]) == 2.0 and float(ma["beta2"]) == 2.0
     assert ma["gamma"].tolist() == [10.0, 10.0] and "beta" not in ma
     assert "beta" not in stan_data(data, "hierarchical")
 
