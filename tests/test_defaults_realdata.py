@@ -42,8 +42,8 @@ def test_squarem_reaches_plain_ems_estimate_on_crowd_data(weather):
 def test_mace_default_prior_converges_and_predicts_held_out_items_on_crowd_data():
     """MACE's default competence prior Beta(2, 2) on weather_sentiment_cf (K = 5, 461 raters, 1720
     ratings, most raters with a handful): EM converges in under a hundred iterations and every held-out
-    item has a positive predictive density.  Under the uniform Beta(1, 1) EM pushes hundreds of raters to competence exactly
-    0 or 1, leaves error probabilities of exactly 0, and does not converge."""
+    item has a positive predictive density.  Under the uniform Beta(1, 1) EM pushes hundreds of raters
+    to competence exactly 0 or 1, leaves error probabilities of exactly 0, and does not converge."""
     shared_file("weather_sentiment_cf", "ratings.csv")
     ds = bench_module("realdata").load_dataset("weather_sentiment_cf", SHARED_DATA)
     mace = pyrater.em(ds.data, "mace", method="map")
