@@ -144,10 +144,8 @@ class EMFit(ModeFit):
 
     def _summary_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
-            # Dawid & Skene's EM for their model; the other families' EM is the same algorithm
-            # (Dempster, Laird & Rubin 1977) with the family's own M-step
-            "algorithm": ("EM (Dawid & Skene 1979), " if self.model.name == "dawid_skene" else "EM, ")
-            + self._objective_name(),
+            # the algorithm's reference, true of every family (the model's own is in its docstring)
+            "algorithm": "EM (Dempster, Laird & Rubin 1977), " + self._objective_name(),
             "iterations": self.n_iter,
             "converged": self.converged,
         }
