@@ -488,13 +488,14 @@ def test_default_competence_prior_keeps_em_inside_and_held_out_items_likely():
     towards 0 (on real crowds to exactly 0: tests/test_defaults_realdata.py)."""
     rng = np.random.default_rng(5)
     truth = rng.integers(0, K, 60)
-    items, raters, ratings = [], [], []
+    rows = []  # (item, rater, rating)
     for i, z in enumerate(truth):
         for j in range(4):  # raters 0-3: competence 0.7, spam uniform
-            items.append(i), raters.append(j), ratings.append(z if rng.random() < 0.7 else rng.integers(0, K))
+            rows.append((i, j, z if rng.random() < 0.7 else rng.integers(0, K)))
         for j in (4, 5):  # raters 4 and 5: always right, except on item 0, where they disagree
-            items.append(i), raters.append(j), ratings.append(z if i else (z + j - 3) % K)
-    data = pyrater.RatingData.from_codes(np.array(items), np.array(raters), np.array(ratings), n_categories=K)
+            rows.append((i, j, z if i else (z + j - 3) % K))
+    items, raters, ratings = np.array(rows).T
+    data = pyrater.RatingData.from_codes(items, raters, ratings, n_categories=K)
     assert MACE().priors(K, 6)["beta1"] == 2.0
     fit = pyrater.fit(data, "mace", method="em", seed=1, progress=False)
     flat = pyrater.fit(data, MACE(beta1=1, beta2=1), method="em", seed=1, progress=False)
