@@ -1,7 +1,8 @@
 """What a new user noticed (issue 24, items 2 and 6): one rule per question, everywhere.
 
 * ``pyrater.fit`` refuses every argument that the chosen method does not use,
-  naming the methods that take it; every sampler takes ``progress``.
+  naming the methods that take it, and names a misspelt or misplaced argument
+  as such (with its likely meaning) before any work; every sampler takes ``progress``.
 * Seeds follow one rule for every method.
 * ``score`` takes what ``calibrate`` takes (a fit, or a DataFrame).
 * Gibbs diagnostics carry no NUTS-only fields; NUTS's do.
@@ -62,6 +63,47 @@ def test_an_argument_the_method_does_not_use_is_refused_before_any_work(sim, met
 def test_a_method_that_cannot_fit_the_family_is_named(sim):
     with pytest.raises(ValueError, match="cannot be fitted by method='em'; fit it with method='mcmc'"):
         pyrater.fit(sim.data, "hierarchical", method="em")
+
+
+@pytest.mark.parametrize("as_frame", [False, True], ids=["RatingData", "DataFrame"])
+def test_a_misspelt_argument_is_named_with_its_likely_meaning(sim, as_frame):
+    data = sim.data.to_long() if as_frame else sim.data
+    with pytest.raises(
+        TypeError, match=r"^pyrater.fit got unknown argument\(s\) 'chian' \(did you mean 'chains'\?\)"
+    ) as err:
+        pyrater.fit(data, "dawid_skene", method="gibbs", chian=2)
+    # a DataFrame's extra arguments go to its reader, whose options are listed; a RatingData has no reader
+    assert ("reader's options: item, rater, rating, categories" in str(err.value)) is as_frame
+
+
+def test_an_argument_of_em_given_to_fit_points_to_em(sim):
+    with pytest.raises(TypeError, match=r"'max_iter' \(an argument of pyrater.em, which pyrater.fit does not pass on"):
+        pyrater.fit(sim.data, "dawid_skene", method="em", max_iter=10)
+
+
+def test_reader_options_with_a_rating_data_are_refused_and_with_a_frame_are_used(sim):
+    with pytest.raises(TypeError, match="are for reading a DataFrame, but data is already a RatingData"):
+        pyrater.fit(sim.data, "dawid_skene", method="em", categories=[0, 1, 2])
+    frame = sim.data.to_long().rename(columns={"item": "id"})
+    by_frame = pyrater.fit(frame, "dawid_skene", method="em", seed=1, item="id")
+    by_data = pyrater.fit(sim.data, "dawid_skene", method="em", seed=1)
+    np.testing.assert_allclose(by_frame.pi, by_data.pi, rtol=1e-12)
+
+
+def test_auto_refuses_an_unknown_argument_before_fitting_any_candidate(sim, monkeypatch):
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a candidate was fitted")
+
+    monkeypatch.setattr(pyrater.fitting, "_fit_auto", no_fit)
+    with pytest.raises(TypeError, match=r"'candidate' \(did you mean 'candidates'\?\)"):
+        pyrater.fit(sim.data, "auto", candidate=["one_coin"])
+
+
+def test_agreement_names_a_misspelt_argument(sim):
+    with pytest.raises(
+        TypeError, match=r"^pyrater.agreement got unknown argument\(s\) 'levl' \(did you mean 'level'\?\)"
+    ):
+        pyrater.agreement(sim.data, levl="ordinal")
 
 
 @pytest.mark.parametrize("seed", [-1, 2**31, 1.5, True, "1"])

@@ -249,7 +249,7 @@ def test_to_frame_and_as_rating_data(long_df):
         d.to_frame("tidy")
     with pytest.raises(ValueError, match="data_format must be one of"):
         as_rating_data(long_df, data_format="tidy")
-    with pytest.raises(TypeError, match="apply to DataFrames, not to RatingData"):
+    with pytest.raises(TypeError, match="for reading a DataFrame, but data is already a RatingData"):
         as_rating_data(d, categories=[1, 2])
 
 

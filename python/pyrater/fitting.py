@@ -61,6 +61,24 @@ def _method_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _check_extra_arguments(data: Any, data_format: Any, data_options: dict[str, Any]) -> None:
+    """``fit``'s extra keyword arguments must be options of the DataFrame reader: else a clear error, before work."""
+    from .inference.distributed import is_distributed
+
+    if not data_options or is_distributed(data):  # Dask data: DistributedRatingData.from_dask checks its options
+        return
+    import inspect
+
+    from .data.ratings import check_reader_options
+    from .inference.em.algorithm import em
+
+    own = [p for p in inspect.signature(fit).parameters if p != "data_options"]
+    em_only = [p for p in inspect.signature(em).parameters if p not in own]
+    check_reader_options(
+        data, data_format, data_options, caller="pyrater.fit", own=own, elsewhere={"pyrater.em": em_only}
+    )
+
+
 def fit(
     data: RatingData | pd.DataFrame,
     model: str | Model = "dawid_skene",
@@ -213,6 +231,7 @@ def fit(
         Before any work: an unknown method or model, a method that cannot fit
         the model, an argument the method does not use, or a bad value.
     """
+    _check_extra_arguments(data, data_format, data_options)
     if isinstance(model, str) and model == "auto":
         return _fit_auto(
             data,

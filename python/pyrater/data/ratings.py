@@ -75,6 +75,7 @@ error naming it.
 from __future__ import annotations
 
 import difflib
+import inspect
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -1658,6 +1659,83 @@ def _check_format(data_format: str) -> None:
         raise ValueError(f"data_format must be one of {_FORMATS}, got {_r(data_format)}")
 
 
+def _builders() -> dict[str, Callable[..., RatingData]]:
+    return {"long": RatingData.from_long, "wide": RatingData.from_wide, "grouped": RatingData.from_grouped}
+
+
+def reader_options(data_format: DataFormat) -> tuple[str, ...]:
+    """The keyword options of the DataFrame reader of ``data_format`` (column names, ``categories``, ...)."""
+    _check_format(data_format)
+    return tuple(p for p in inspect.signature(_builders()[data_format]).parameters if p != "df")
+
+
+def check_reader_options(
+    data: Any,
+    data_format: DataFormat,
+    options: dict[str, Any],
+    *,
+    caller: str = "this function",
+    own: Sequence[str] = (),
+    elsewhere: dict[str, Sequence[str]] | None = None,
+) -> None:
+    """Refuse, before any work, options that would not reach a DataFrame reader.
+
+    A function that passes its extra keyword arguments on to the reader
+    (``fit(df, ..., item="id")``) calls this first, so that a misspelt or
+    misplaced argument is named as such, not reported by the reader or
+    silently taken.
+
+    Parameters
+    ----------
+    data : RatingData or DataFrame
+    data_format : {"long", "wide", "grouped"}
+    options : dict
+        The extra keyword arguments.
+    caller : str
+        The function's name, for the message.
+    own : sequence of str
+        The function's own arguments, offered as close matches of a misspelt name.
+    elsewhere : dict, optional
+        ``{function: its arguments}``: where an argument the caller does not
+        take belongs (e.g. ``{"pyrater.em": ("max_iter", "tol", ...)}``).
+
+    Raises
+    ------
+    TypeError
+        For a name that neither ``caller`` nor the reader takes (with close
+        matches and where it belongs), or reader options given with data
+        that is already a :class:`RatingData`.
+    """
+    if not options:
+        return
+    _check_format(data_format)
+    readers = reader_options(data_format)
+    unknown = [name for name in options if name not in readers]
+    if unknown:
+        notes = []
+        for name in unknown:
+            homes = [f for f, names in (elsewhere or {}).items() if name in names]
+            close = difflib.get_close_matches(name, [*own, *readers], n=1, cutoff=0.6)
+            note = repr(name)
+            if homes:
+                note += f" (an argument of {homes[0]}, which {caller} does not pass on; call {homes[0]} for it)"
+            elif close:
+                note += f" (did you mean {close[0]!r}?)"
+            notes.append(note)
+        message = f"{caller} got unknown argument(s) {', '.join(notes)}"
+        if not isinstance(data, RatingData):
+            message += (
+                f"; besides its own arguments it takes only the {data_format!r} DataFrame reader's options: "
+                + ", ".join(readers)
+            )
+        raise TypeError(message)
+    if isinstance(data, RatingData):
+        raise TypeError(
+            f"options {sorted(options)} are for reading a DataFrame, but data is already a RatingData; "
+            f"set them when you build it (RatingData.from_{data_format}(df, ...))"
+        )
+
+
 def as_rating_data(
     data: RatingData | pd.DataFrame,
     data_format: DataFormat = "long",
@@ -1672,16 +1750,11 @@ def as_rating_data(
         Format of a DataFrame (ignored for RatingData).
     **kwargs
         Passed to :meth:`RatingData.from_long` / ``from_wide`` / ``from_grouped``
-        (column names, ``categories``).
+        (column names, ``categories``); a name the reader does not take, or
+        any option with a RatingData, is a TypeError (:func:`check_reader_options`).
     """
-    if isinstance(data, RatingData):
-        if kwargs:
-            raise TypeError(f"options {sorted(kwargs)} apply to DataFrames, not to RatingData")
+    if isinstance(data, RatingData) and not kwargs:
         return data
     _check_format(data_format)
-    builders: dict[str, Callable[..., RatingData]] = {
-        "long": RatingData.from_long,
-        "wide": RatingData.from_wide,
-        "grouped": RatingData.from_grouped,
-    }
-    return builders[data_format](data, **kwargs)
+    check_reader_options(data, data_format, kwargs)
+    return _builders()[data_format](data, **kwargs)

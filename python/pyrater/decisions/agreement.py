@@ -29,6 +29,7 @@ Annenberg School for Communication, University of Pennsylvania.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -79,14 +80,12 @@ def _check_prob(name: str, prob: Any) -> float:
 
 
 def _as_data(data: Any, data_format: Any, kwargs: dict) -> RatingData:
-    from ..data.ratings import RatingData, as_rating_data
+    from ..data.ratings import RatingData, as_rating_data, check_reader_options
 
-    if isinstance(data, RatingData):
-        if kwargs:
-            raise TypeError(f"options {sorted(kwargs)} apply to DataFrames, not to RatingData")
-        return data
-    if not isinstance(data, pd.DataFrame):
+    if not isinstance(data, (RatingData, pd.DataFrame)):
         raise TypeError(f"data must be a pyrater.RatingData or a pandas DataFrame, got {type(data).__name__}")
+    own = [name for name in inspect.signature(agreement).parameters if name != "kwargs"]
+    check_reader_options(data, data_format, kwargs, caller="pyrater.agreement", own=own)
     return as_rating_data(data, data_format=data_format, **kwargs)
 
 
