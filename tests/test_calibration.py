@@ -281,6 +281,10 @@ def test_refusals_are_specific(sim_fit):
     bad.iloc[3] = "zebra"
     with pytest.raises(ValueError, match=r"gold labels \['zebra'\] are not categories of the fit"):
         pyrater.calibrate(fit, bad)
+    numbers = gold.copy()
+    numbers.iloc[3] = 9  # an integer label outside the scale, shown as 9 (not np.int64(9))
+    with pytest.raises(ValueError, match=r"gold labels \[9\] are not categories of the fit \[\d"):
+        pyrater.calibrate(fit, numbers)
     extra = pd.concat([gold, pd.Series([gold.iloc[0]], index=["nobody"])])
     with pytest.raises(ValueError, match=r"1 of the \d+ gold items are not items of the fit: \['nobody'\]"):
         pyrater.calibrate(fit, extra)

@@ -141,6 +141,7 @@ def test_auto_chooses_the_generating_family(family):
     assert f is choice.fits[family]
     assert choice.table.loc[family, "elpd_diff"] >= -4.0 or choice.table.loc[family, "equivalent"]
     assert BASELINE_NAME in choice.table.index and "agree_mv" in choice.table.columns
+    assert choice.table.index[choice.table["chosen"]].tolist() == [family]  # the table marks the choice
     assert choice.reason in str(f.summary())
     accuracy = np.mean(f.class_probabilities().to_numpy().argmax(axis=1) == sim.z)
     vote = majority_vote(sim.data).probabilities.to_numpy().argmax(axis=1)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 
 import pyrater
@@ -106,6 +108,31 @@ def test_agreement_names_a_misspelt_argument(sim):
         pyrater.agreement(sim.data, levl="ordinal")
 
 
+@pytest.mark.parametrize("method", ["em", "gibbs"])
+def test_data_with_no_item_rated_twice_are_said_to_teach_nothing_about_the_raters(method):
+    rng = np.random.default_rng(0)
+    once = pyrater.RatingData.from_long(
+        pd.DataFrame({"item": range(66), "rater": "dr_a", "rating": rng.integers(1, 4, 66)})
+    )
+    kwargs = {"chains": 2, "warmup": 20, "draws": 20, "progress": False} if method == "gibbs" else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pyrater.fit(once, "dawid_skene", method=method, seed=1, **kwargs)
+    said = [str(w.message) for w in caught if "no item has more than one rating" in str(w.message)]
+    assert said == [
+        "no item has more than one rating (66 ratings of 66 items by 1 rater): the data cannot show how "
+        "the raters err, so the error matrices and the classes follow the priors; each item needs two or "
+        "more ratings (by different raters, or repeated) for a rating model to learn from"
+    ]
+    twice = pyrater.RatingData.from_long(  # one item rated twice is enough to be quiet about it
+        pd.DataFrame({"item": [*range(66), 0], "rater": "dr_a", "rating": [*rng.integers(1, 4, 66), 1]})
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pyrater.fit(twice, "dawid_skene", method=method, seed=1, **kwargs)
+    assert not [w for w in caught if "no item has more than one rating" in str(w.message)]
+
+
 @pytest.mark.parametrize("seed", [-1, 2**31, 1.5, True, "1"])
 @pytest.mark.parametrize("method", ["em", "gibbs"])
 def test_one_seed_rule_for_every_method(sim, method, seed):
@@ -169,6 +196,15 @@ def test_nuts_diagnostics_report_divergences_and_tree_depth():
     with pytest.warns(RuntimeWarning, match="100 transitions hit the maximum tree depth"):
         table = fit.mcmc_diagnostics()
     assert table.attrs["divergences"] == 0 and table.attrs["max_tree_depth_hits"] == C * S
+    # every fit's repr is one line, as EMFit's, not its arrays (a notebook cell that shows a fit)
+    assert repr(fit) == "MCMCFit(Dawid-Skene, engine='pystan', chains=2, draws=50, items=30, raters=3, K=2)"
+
+
+def test_a_gibbs_fit_shows_itself_in_one_line(sim):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains
+        fit = pyrater.fit(sim.data, method="gibbs", chains=2, warmup=20, draws=30, seed=2, progress=False)
+    assert repr(fit) == "GibbsFit(Dawid-Skene, engine='pyrater-gibbs', chains=2, draws=30, items=200, raters=5, K=3)"
 
 
 def test_plots_say_what_they_show(sim):

@@ -104,6 +104,13 @@ def test_repr_counts_items_once_and_ratings_with_tallies():
     assert g.n_ratings_total == len(g.to_long())
 
 
+def test_repr_counts_in_good_english_and_names_declared_categories_never_given():
+    one = RatingData.from_long(pd.DataFrame({"item": [1], "rater": ["a"], "rating": [1]}), categories=[1, 2, 4])
+    assert repr(one) == (
+        "RatingData(1 item, 1 rater, 3 categories [1, 2, 4], 1 rating, from long data; categories never given: 2, 4)"
+    )
+
+
 # ------------------------------------------------------- the same via the CLI
 def _cli(tmp_path, text: str, *args: str, capsys) -> tuple[int, str]:
     path = tmp_path / "ratings.csv"

@@ -90,11 +90,26 @@ def test_compare_ranks_point_and_draws_fits_in_one_table(anesthesia):
     assert dict(table["method"]) == {"em": "kfold", "gibbs": "exact"}
     assert table.attrs["method"] == {n: table.loc[n, "method"] for n in table.index}
     assert table["weight"].sum() == pytest.approx(1.0)
-    kf = pyrater.kfold(e, seed=9, progress=False)  # a result of kfold is used as it is
-    again = pyrater.compare({"em": e, "gibbs": g})
-    assert again.loc["em", "elpd_loo"] == kf.elpd
+    # the point fits are scored on one split, seed 0 by default, whatever the order of the fits
+    reordered = pyrater.compare({"gibbs": g, "em": e})
+    assert reordered.loc["em", "elpd_loo"] == table.loc["em", "elpd_loo"]
+    kf = pyrater.kfold(e, seed=9, progress=False)  # a result of kfold is used on its own split only
+    assert kf.elpd != table.loc["em", "elpd_loo"]
+    assert pyrater.compare({"em": e, "gibbs": g}, seed=9).loc["em", "elpd_loo"] == kf.elpd
+    default = pyrater.compare({"em": e, "gibbs": g})
+    assert default.loc["em", "elpd_loo"] == table.loc["em", "elpd_loo"]
     with pytest.raises(ValueError, match="WAIC needs posterior draws.*ic='loo'"):
         pyrater.compare({"em": e, "gibbs": g}, ic="waic")
+
+
+def test_compare_scores_every_point_fit_on_the_same_split(anesthesia):
+    """A fit whose K-fold result was kept from another split is scored again on the comparison's split."""
+    a, b = em(anesthesia, "dawid_skene", method="map"), em(anesthesia, "class_conditional", method="map")
+    pyrater.kfold(a, seed=3, progress=False)  # kept on a
+    table = pyrater.compare({"a": a, "b": b}, seed=5)
+    for name, f in (("a", a), ("b", b)):
+        fresh = pyrater.kfold(em(anesthesia, f.model, method="map"), seed=5, progress=False)
+        assert table.loc[name, "elpd_loo"] == pytest.approx(fresh.elpd, rel=1e-9)
 
 
 def test_folds_are_balanced_and_seeded():

@@ -156,3 +156,68 @@ def test_the_bool_hint_appears_only_when_booleans_meet_numbers():
     with pytest.raises(RatingDataError, match=r"categories=\[1, 2, 3, 'x'\]"):
         pyrater.RatingData.from_long(df)
     assert pyrater.RatingData.from_long(_long([True, False] * 3)).n_categories == 2
+
+
+# ---------------------------------------------------------------- the order of a scale read from text labels
+GRADES = ["none", "mild", "severe"]
+
+
+def _graded(seed: int = 1) -> pd.DataFrame:
+    """Four raters grade 60 items on none < mild < severe, off by one grade 30% of the time."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(60):
+        t = int(rng.integers(3))
+        for r in range(4):
+            k = t if rng.random() < 0.7 else min(2, max(0, t + int(rng.choice([-1, 1]))))
+            rows.append((i, r, GRADES[k]))
+    return pd.DataFrame(rows, columns=["item", "rater", "rating"])
+
+
+def test_text_that_reads_as_numbers_is_sorted_by_value():
+    df = _long(["1", "10", "2", "9", "10"])
+    d = pyrater.RatingData.from_long(df)
+    assert list(d.categories) == ["1", "2", "9", "10"]
+    assert d.to_long()["rating"].astype(str).tolist() == ["1", "10", "2", "9", "10"]  # each rating keeps its label
+    w = pyrater.RatingData.from_wide(pd.DataFrame({"a": ["1", "10", "2"], "b": ["9", "2", None]}))
+    assert list(w.categories) == ["1", "2", "9", "10"]
+    declared = pyrater.RatingData.from_long(_long(["1", "10", "x"]), categories=["1", "10", "x"])
+    assert list(declared.categories) == ["1", "10", "x"]  # a declared scale keeps its order
+
+
+def test_an_ordinal_use_of_alphabetically_sorted_text_labels_is_warned_about():
+    df = _graded()
+    d = pyrater.RatingData.from_long(df)
+    assert list(d.categories) == ["mild", "none", "severe"]  # the sort, not the scale
+    with pytest.warns(pyrater.data.ScaleOrderWarning, match=r"the ordinal model .* 'mild', 'none', 'severe'.*"):
+        pyrater.fit(d, "ordinal", method="em", seed=1)
+    with pytest.warns(pyrater.data.ScaleOrderWarning, match=r"agreement\(level='ordinal'"):
+        pyrater.agreement(d, level="ordinal", ci="none")
+    with pytest.warns(pyrater.data.ScaleOrderWarning, match=r"weights='linear'"):
+        pyrater.agreement(d, weights="linear", ci="none")
+    # grouped data, also when patterns that differ only in spelling are merged (normalize_labels)
+    grouped = pd.DataFrame({"a": ["mild", "mild ", "none", "severe"], "b": ["none", "none", "none", "severe"]})
+    g = pyrater.RatingData.from_grouped(grouped.assign(n=[3, 2, 4, 5]), normalize_labels=True)
+    assert g.weight.tolist() == [5, 4, 5]
+    with pytest.warns(pyrater.data.ScaleOrderWarning, match="from_grouped"):
+        pyrater.agreement(g, level="ordinal", ci="none")
+
+
+def test_a_declared_scale_or_a_nominal_use_is_not_warned_about_and_changes_the_result():
+    df = _graded()
+    sorted_ = pyrater.RatingData.from_long(df)
+    declared = pyrater.RatingData.from_long(df, categories=GRADES)
+    ordered = pyrater.RatingData.from_long(df.assign(rating=pd.Categorical(df["rating"], GRADES, ordered=True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for d in (declared, ordered):
+            assert list(d.categories) == GRADES
+            pyrater.fit(d, "ordinal", method="em", seed=1)
+            pyrater.agreement(d, level="ordinal", ci="none")
+        pyrater.agreement(sorted_, ci="none")  # nominal: the order does not matter
+        pyrater.fit(sorted_, "dawid_skene", method="em", seed=1)
+    # the warning is about a real difference: the ordinal coefficient of the graded data depends on the order
+    with pytest.warns(pyrater.data.ScaleOrderWarning):
+        wrong = pyrater.agreement(sorted_, "krippendorff_alpha", level="ordinal", ci="none").table["estimate"].iloc[0]
+    right = pyrater.agreement(declared, "krippendorff_alpha", level="ordinal", ci="none").table["estimate"].iloc[0]
+    assert right > wrong + 0.1

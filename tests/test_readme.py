@@ -1,7 +1,7 @@
 """Every ```python block of README.md runs as written (issue 13, item 16).
 
 Each block runs in a fresh namespace, in a temporary working directory (the
-README saves ``fit.pkl``), and must not warn: no Rhat or divergence warning
+README saves ``fit.nc``), and must not warn: no Rhat or divergence warning
 from its MCMC runs, no stray third-party warnings.  The one exception is
 PSIS-LOO's Pareto-k warning, a genuine property of the anaesthesia data
 that the README's ``loo`` line demonstrates.  A block preceded

@@ -18,11 +18,14 @@ the limit is and how to ask for less.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, cast
 
 import numpy as np
 
 __all__ = [
+    "label_repr",
+    "labels_repr",
     "MAX_SEED",
     "check_int",
     "check_seed",
@@ -257,3 +260,17 @@ def check_memory(
 def _gib_text(gib: float) -> str:
     """GiB with two decimals, in scientific notation when huge."""
     return f"{gib:.2f}" if gib < 1e6 else f"{gib:.2e}"
+
+
+def label_repr(value: Any) -> str:
+    """Repr of a label for a message; numpy scalars (``np.int64(3)`` under numpy 2) shown as plain values."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def labels_repr(values: Iterable[Any], limit: int = 8) -> str:
+    """The first ``limit`` labels for a message, comma-separated (:func:`label_repr`), and how many more."""
+    values = list(values)
+    text = ", ".join(label_repr(v) for v in values[:limit])
+    if len(values) > limit:
+        text += f", ... ({len(values) - limit} more)"
+    return text

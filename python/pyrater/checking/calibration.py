@@ -140,7 +140,7 @@ import pandas as pd
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import log_softmax, logsumexp
 
-from .._validation import check_int
+from .._validation import check_int, labels_repr
 from .scoring import LOG_LOSS_EPS, METRICS, _probs, as_probabilities, ece_noise_floor, score_arrays
 
 __all__ = [
@@ -657,14 +657,15 @@ def check_gold(
     missing = gold.index[~gold.index.isin(pd.Index(items))]
     if len(missing):
         raise ValueError(
-            f"{len(missing)} of the {len(gold)} gold items are not items of {what}: {list(missing[:8])}"
-            f"{' ...' if len(missing) > 8 else ''}"
+            f"{len(missing)} of the {len(gold)} gold items are not items of {what}: [{labels_repr(missing)}]"
         )
     cats = pd.Index(categories)
     y = cats.get_indexer(gold.to_numpy())
     if (y < 0).any():
         bad = pd.unique(gold.to_numpy()[y < 0])
-        raise ValueError(f"gold labels {list(bad[:8])} are not categories of {what} {list(cats)}")
+        raise ValueError(
+            f"gold labels [{labels_repr(bad)}] are not categories of {what} [{labels_repr(cats, limit=20)}]"
+        )
     needed = min_gold_items(method, len(cats), int(cv))
     if gold.size < needed:
         raise ValueError(

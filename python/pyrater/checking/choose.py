@@ -82,8 +82,10 @@ class ModelChoice:
         information, point fits; diagnostics), ``agree_dse`` and
         ``info_dse`` (standard errors of their paired differences from the
         best candidate's), with ``gold=`` ``gold_accuracy``, ``gold_dse``
-        and ``labels_as_well``, and ``agree_mv`` (the share of items whose
-        most probable class is a majority-vote class).
+        and ``labels_as_well``, ``agree_mv`` (the share of items whose
+        most probable class is a majority-vote class) and ``chosen`` (True
+        on the chosen row: the simplest of the candidates as predictive as
+        the best, which need not be the top-ranked one; see ``reason``).
     fits : dict
         ``{name: fit}`` of every candidate fitted.
     skipped : dict
@@ -216,6 +218,7 @@ def choose_model(
         table = _with_agreement(table, fits)
         chosen = _pick(table, _pointwise(fits))
         reason = _reason(table, method, chosen)
+    table = table.assign(chosen=table.index == chosen)  # the rule is not the rank: see the reason
     choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped)
     best = fits[chosen]
     best.__dict__["_model_choice"] = choice

@@ -539,6 +539,22 @@ def _subsample_size(n_items: int, n_subsample: Any) -> int:
     return min(check_int("n_subsample", n_subsample, 2), n_items)
 
 
+def _kfold_on_split(fit: Any, seed: int, progress: bool | None) -> ELPD:
+    """The fit's K-fold result on the split of ``DEFAULT_FOLDS`` folds seeded ``seed``, kept or computed.
+
+    ``pyrater.kfold(fit)`` keeps its last result on the fit; it is reused only
+    when it was computed on this split, so that every point fit of a
+    comparison is scored on the same folds.
+    """
+    from .kfold import DEFAULT_FOLDS, kfold
+
+    kept = fit.__dict__.get("_kfold_result")
+    split = fit.__dict__.get("_kfold_params") or {}
+    if kept is not None and split.get("k") == DEFAULT_FOLDS and split.get("seed") == seed:
+        return kept
+    return kfold(fit, DEFAULT_FOLDS, seed=seed, progress=progress)
+
+
 def _default_seed(fit: Any) -> int:
     seed = (getattr(fit, "settings", None) or {}).get("seed")
     return int(seed) if isinstance(seed, (int, np.integer)) else 0
@@ -851,9 +867,10 @@ def compare(
         (EM, Stan's optimiser) by K-fold cross-validation over items
         (:func:`pyrater.kfold`, 10 folds on one seeded split shared by every
         point fit: 10 refits each; a result of ``pyrater.kfold(fit)`` is
-        used as it is).  Both estimate the expected log predictive density
-        of a new item's ratings, so they share one table; the ``method``
-        column says which each row is.
+        used when it was computed on that split, ``k=10`` and this
+        ``seed``).  Both estimate the expected log predictive density of a
+        new item's ratings, so they share one table; the ``method`` column
+        says which each row is.
     ic : {"loo", "waic"}
     method : {"auto", "exact", "subsample"}, optional
         How to compute LOO for each fit (see :func:`loo`).  Default: the LOO
@@ -866,6 +883,8 @@ def compare(
     n_subsample, seed, max_memory_gib
         As in :func:`loo`, for the LOO computed here (``seed`` also seeds the
         split of K-fold and the Bayesian bootstrap of ``weight_pbma``).
+        Default seed 0, as :func:`pyrater.kfold`'s: the same split and
+        subsample whatever the fits and their order.
     baseline : bool
         Add a row ``"majority vote"``: the vote model, majority vote's
         predictive counterpart, which ignores who rated
@@ -942,7 +961,7 @@ def compare(
             f"WAIC needs posterior draws; {point[0]!r} is a point fit ({fits[point[0]].method}). Use ic='loo': "
             "point fits are then compared by K-fold cross-validation (pyrater.kfold)"
         )
-    from .kfold import DEFAULT_FOLDS, _check_input, kfold
+    from .kfold import DEFAULT_FOLDS, _check_input
 
     for name in names:
         if name in point:
@@ -968,8 +987,8 @@ def compare(
     budgets = {name: _budget(f, max_memory_gib) for name, f in fits.items()}
     n_items = first.data.n_items
     m = _subsample_size(n_items, n_subsample)
-    if seed is None:
-        seed = _default_seed(first)
+    if seed is None:  # one fixed split and sample whatever the fits' order (not the first fit's seed)
+        seed = 0
 
     if ic == "waic":
         results = {name: waic(f, max_memory_gib=max_memory_gib) for name, f in fits.items()}
@@ -991,8 +1010,7 @@ def compare(
         for name in names:
             f = fits[name]
             if name in point:  # a point fit: K-fold cross-validation over items, on the same folds for all
-                res = f.__dict__.get("_kfold_result")  # pyrater.kfold(fit) keeps its last result
-                results[name] = kfold(f, seed=seed, progress=progress) if res is None else res
+                results[name] = _kfold_on_split(f, seed, progress)
                 continue
             if name in cached:
                 results[name] = cached[name]

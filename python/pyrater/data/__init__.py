@@ -12,6 +12,7 @@ from .ratings import (
     DataFormat,
     RatingData,
     RatingDataError,
+    ScaleOrderWarning,
     UnratedItemsWarning,
     as_rating_data,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "RatingData",
     "RatingDataError",
     "UnratedItemsWarning",
+    "ScaleOrderWarning",
     "as_rating_data",
     "DataFormat",
     "DistributedRatingData",

@@ -23,8 +23,12 @@ Labels
 ------
 * Items, raters and categories may be any hashable labels (strings,
   integers, ...).  Without a declared scale the categories are the sorted
-  distinct ratings; declare ``categories=[...]`` to keep levels that never
-  occur (K is then the declared count).
+  distinct ratings (text that reads as numbers by value, ``"2"`` before
+  ``"10"``; other text alphabetically); declare ``categories=[...]`` to keep
+  levels that never occur (K is then the declared count) or to give the
+  order of a scale.  An ordered use of alphabetically sorted text (the
+  ordinal model, ordinal agreement) warns with :class:`ScaleOrderWarning`
+  (:meth:`RatingData.check_scale_order`).
 * Integral floats, as pandas makes them in columns with missing values, are
   read as integers (``1.0`` -> ``1``); genuine floats stay floats.
 * Ratings are matched to the categories exactly first, then type-blind:
@@ -88,8 +92,19 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .._stacklevel import user_stacklevel
+from .._validation import label_repr as _r
+from .._validation import labels_repr as _show
 
-__all__ = ["RatingData", "RatingDataError", "UnratedItemsWarning", "LabelSpellingWarning", "as_rating_data"]
+__all__ = [
+    "RatingData",
+    "RatingDataError",
+    "UnratedItemsWarning",
+    "LabelSpellingWarning",
+    "ScaleOrderWarning",
+    "as_rating_data",
+    "check_reader_options",
+    "reader_options",
+]
 
 DataFormat = Literal["long", "wide", "grouped"]
 _FORMATS = ("long", "wide", "grouped")
@@ -110,6 +125,10 @@ class UnratedItemsWarning(UserWarning):
 
 class LabelSpellingWarning(UserWarning):
     """Labels that differ only in whitespace, case or Unicode normalisation were kept as different labels."""
+
+
+class ScaleOrderWarning(UserWarning):
+    """An ordered use of text categories whose order is only their alphabetical sort, not a declared scale."""
 
 
 def _spelling_key(value: str, case: bool) -> str:
@@ -210,19 +229,6 @@ def _raise(problems: list[str], hint: str | None = None) -> None:
         if hint:
             msg += f"\n{hint}"
         raise RatingDataError(msg)
-
-
-def _r(value: Any) -> str:
-    """Repr of a label; numpy scalars (np.int64(3) under numpy 2) shown as plain values."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def _show(values: Iterable[Any], limit: int = 8) -> str:
-    values = list(values)
-    text = ", ".join(_r(v) for v in values[:limit])
-    if len(values) > limit:
-        text += f", ... ({len(values) - limit} more)"
-    return text
 
 
 _MIXED_KINDS = ("mixed", "mixed-integer")
@@ -354,6 +360,7 @@ def _category_index(
         _check_clashes(cats, "the declared categories", problems)
     else:
         _, cats = _factorize(pd.Index(observed).dropna().unique().to_numpy())
+        cats = _by_value(cats)
         _check_clashes(cats, what, problems)
     if len(cats) < 2:
         problems.append(
@@ -361,6 +368,16 @@ def _category_index(
             "declare the scale with categories=[...] if some levels were never used"
         )
     return cats
+
+
+def _by_value(cats: pd.Index) -> pd.Index:
+    """Text labels that all read as numbers (``"1"``, ``"2"``, ``"10"``) in numeric order, not alphabetical."""
+    if not all(isinstance(v, str) and _value_kind(v) in ("integer", "fraction") for v in cats):
+        return cats
+    try:
+        return cats[np.argsort([float(v) for v in cats], kind="stable")]
+    except ValueError:  # pragma: no cover - _value_kind said they read as numbers
+        return cats
 
 
 def _bool_hint(subject: str, values: Any) -> str:
@@ -619,6 +636,8 @@ class RatingData:
     weight: np.ndarray
     source_format: DataFormat = "long"
     _columns: dict = field(default_factory=dict, repr=False)
+    #: the categories are the sorted observed labels, not a declared scale (``categories=`` or a categorical column)
+    _scale_sorted: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("unit", "rater", "rating", "weight"):
@@ -684,15 +703,24 @@ class RatingData:
         return n[(n > 0) & (n < max_count) & (n < max_share * total)]
 
     def __repr__(self) -> str:
-        units = f"{self.n_units} patterns of {self.n_items} items" if self.is_grouped else f"{self.n_items} items"
+        def n(count: int, noun: str) -> str:
+            return f"{count} {noun}{'' if count == 1 else 's'}"
+
+        units = (
+            f"{n(self.n_units, 'pattern')} of {n(self.n_items, 'item')}" if self.is_grouped else n(self.n_items, "item")
+        )
         text = (
-            f"RatingData({units}, {self.n_raters} raters, {self.n_categories} categories "
-            f"{list(self.categories)}, {self.n_ratings_total} ratings, from {self.source_format} data"
+            f"RatingData({units}, {n(self.n_raters, 'rater')}, {self.n_categories} categories "
+            f"{list(self.categories)}, {n(self.n_ratings_total, 'rating')}, from {self.source_format} data"
         )
         rare = self.rare_categories()
         if len(rare):
-            shown = ", ".join(f"{_r(c)} ({n} rating{'s' if n != 1 else ''})" for c, n in rare.items())
+            shown = ", ".join(f"{_r(c)} ({n(count, 'rating')})" for c, count in rare.items())
             text += f"; rarely used categories: {shown}"
+        unused = self.rating_counts()
+        unused = unused[unused == 0]
+        if len(unused):
+            text += f"; categories never given: {_show(unused.index)}"
         return text + ")"
 
     # --------------------------------------------------------- derived arrays
@@ -858,6 +886,7 @@ class RatingData:
             _raise(problems)
         if categories is None and isinstance(col.dtype, pd.CategoricalDtype):
             categories = col.dtype.categories  # the column's own scale, unused levels included
+        scale_sorted = categories is None
         if categories is None:
             given = np.flatnonzero(present)
             rows = df.index[given]
@@ -892,6 +921,7 @@ class RatingData:
             weight=np.ones(len(unit_labels), dtype=np.int64),
             source_format="long",
             _columns={"item": item, "rater": rater, "rating": rating},
+            _scale_sorted=scale_sorted,
         )
 
     @classmethod
@@ -1201,6 +1231,7 @@ class RatingData:
         observed: np.ndarray | list[Any] = (
             np.concatenate([np.asarray(o, dtype=object) for o in per_column]) if per_column else []
         )
+        scale_sorted = categories is None
         cats = _category_index(observed, categories, problems, what="the rater columns")
         # column-major and as small as K allows: wide tables can have many cells
         codes = np.full(present.shape, -1, dtype=np.min_scalar_type(-max(len(cats), 1)), order="F")
@@ -1296,6 +1327,7 @@ class RatingData:
             weight=weight,
             source_format=fmt,
             _columns={"tally": tally} if tally is not None else {},
+            _scale_sorted=scale_sorted,
         )
         if tally is not None:
             pattern, first = data._pattern_ids()
@@ -1331,11 +1363,43 @@ class RatingData:
             weight=np.bincount(pattern, weights=self.weight, minlength=P).astype(np.int64),
             source_format=self.source_format,
             _columns=dict(self._columns),
+            _scale_sorted=self._scale_sorted,
         )
 
     # ------------------------------------------------------------ exporters
     def _rating_values(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, categories=self.categories)
+
+    def check_scale_order(self, use: str) -> None:
+        """Warn when ``use`` reads the categories as an ordered scale that is only an alphabetical sort.
+
+        Text categories read without ``categories=`` (or a categorical
+        column) are sorted alphabetically (``"mild" < "none" < "severe"``);
+        an ordinal model or an ordinal agreement coefficient would take that
+        sort for the scale.  Nothing is said for numbers (and text that reads
+        as numbers, sorted by value), for a declared scale, or for K = 2.
+
+        Parameters
+        ----------
+        use : str
+            What reads the order, for the message (e.g. ``"the ordinal model"``).
+
+        Warns
+        -----
+        ScaleOrderWarning
+        """
+        text = [v for v in self.categories if isinstance(v, str) and _value_kind(v) == "text"]
+        if not self._scale_sorted or self.n_categories < 3 or not text:
+            return
+        labels = ", ".join(repr(v) for v in self.categories)
+        warnings.warn(
+            f"{use} reads the categories as an ordered scale, in the order {labels}; that is their alphabetical "
+            "sort, as no scale was declared. If it is not the scale's order, declare it: "
+            f"RatingData.from_{self.source_format}(df, categories=[...]) in scale order (command line: --categories "
+            "a,b,c), or use an ordered pandas Categorical column",
+            ScaleOrderWarning,
+            stacklevel=user_stacklevel(),
+        )
 
     @property
     def long_columns(self) -> tuple[str, str, str]:

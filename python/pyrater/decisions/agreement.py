@@ -340,6 +340,8 @@ def agreement(
     K = d.n_categories
     cats = d.categories
     W, w_name = _weights(weights, level, cats, values)
+    if values is None and (w_name != "identity" or level != "nominal"):  # the coefficient reads the categories' order
+        d.check_scale_order(f"agreement(level={level!r}, weights={w_name!r})")
     vals = None
     if "krippendorff_alpha" in wanted and level in ("interval", "ratio"):
         vals = category_values(cats, values, need_numeric=True, why=f"Krippendorff's alpha at the {level} level")

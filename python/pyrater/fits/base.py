@@ -239,8 +239,15 @@ class Fit:
 
     def _draws(self) -> tuple[np.ndarray, np.ndarray]:
         """Pi draws (S, K) and theta draws (S, J, K, K)."""
-        raise NotImplementedError(
-            f"a {self.method} fit holds a point estimate, not posterior draws; refit with method='mcmc'"
+        raise NotImplementedError(self._no_draws("posterior draws"))
+
+    def _no_draws(self, what: str) -> str:
+        """Why a point fit has no ``what``, and the samplers that fit its family."""
+        samplers = [m for m in ("gibbs", "mcmc") if m in getattr(self.model, "methods", ("mcmc",))] or ["mcmc"]
+        return (
+            f"this {self.method} fit holds a point estimate, not {what}; refit with pyrater.fit(..., "
+            + " or ".join(f"method={m!r}" for m in samplers)
+            + ")"
         )
 
     @property
@@ -418,12 +425,9 @@ class Fit:
         Raises
         ------
         NotImplementedError
-            For point-estimate fits (EM, optimisation), naming ``method='mcmc'``.
+            For point-estimate fits (EM, optimisation), naming the samplers that fit the family.
         """
-        raise NotImplementedError(
-            f"a {self.method} fit holds a point estimate, not MCMC draws, so it has no Rhat or ESS to report; "
-            "refit with pyrater.fit(..., method='mcmc')"
-        )
+        raise NotImplementedError(self._no_draws("MCMC draws, so it has no Rhat or ESS to report"))
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:

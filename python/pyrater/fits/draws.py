@@ -80,7 +80,7 @@ def safe_log(x: np.ndarray) -> np.ndarray:
         return np.log(x)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class DrawsFit(Fit):
     """A model fitted by a sampler: every accessor answered from the posterior draws.
 
@@ -119,6 +119,13 @@ class DrawsFit(Fit):
     settings: dict = field(default_factory=dict)
     elapsed: float = float("nan")
     method: str = "draws"
+
+    def __repr__(self) -> str:  # one line: the draws and priors are arrays (see summary())
+        return (
+            f"{type(self).__name__}({self.model.title}, engine={self.engine!r}, chains={self.n_chains}, "
+            f"draws={self.n_draws}, items={self.data.n_items}, raters={self.data.n_raters}, "
+            f"K={self.data.n_categories})"
+        )
 
     def __post_init__(self) -> None:
         # C-ordered draws, whatever the engine's layout (CmdStan's CSV reader gives strided views):

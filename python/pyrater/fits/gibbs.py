@@ -118,7 +118,7 @@ def _switching_text(switched: list[dict[str, Any]]) -> str:
     )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class GibbsFit(DrawsFit):
     """A model fitted by the blocked Gibbs sampler (:func:`pyrater.inference.gibbs.gibbs`).
 

@@ -16,7 +16,7 @@ __all__ = ["MCMCFit", "MAX_TREE_DEPTH"]
 MAX_TREE_DEPTH = 10
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class MCMCFit(DrawsFit):
     """A Stan model fitted by NUTS.
 

@@ -15,7 +15,7 @@ from .mode import ModeFit
 __all__ = ["OptimizeFit"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class OptimizeFit(ModeFit):
     """A Stan model fitted by posterior-mode optimisation.
 
@@ -42,6 +42,12 @@ class OptimizeFit(ModeFit):
     converged: np.ndarray = field(default_factory=lambda: np.array([], dtype=bool))
     settings: dict = field(default_factory=dict)
     method: str = "optimize"
+
+    def __repr__(self) -> str:  # one line: the parameters and priors are arrays (see summary())
+        return (
+            f"OptimizeFit({self.model.title}, engine={self.engine!r}, log_density={self.log_density:.6g}, "
+            f"items={self.data.n_items}, raters={self.data.n_raters}, K={self.data.n_categories})"
+        )
 
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         pi = np.asarray(self.params["pi"], dtype=float)

@@ -40,7 +40,7 @@ PARETO_K_GOOD = 0.5
 PARETO_K_BAD = 0.7
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class PathfinderFit(DrawsFit):
     """A Stan model fitted by Pathfinder, with PSIS-resampled draws.
 

@@ -18,11 +18,14 @@ more often right than wrong, which also breaks label switching.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
+from .._stacklevel import user_stacklevel
 
 __all__ = [
     "ModelFamily",
@@ -251,6 +254,26 @@ class ModelFamily:
     def prepare_data(self, data: Any) -> Any:
         """The data as the family's Stan program reads them (default: unchanged; see item_difficulty)."""
         return data
+
+    def check_data(self, data: Any) -> None:
+        """Warn about what ``data`` cannot tell the family, before a fit by any method.
+
+        Every family learns the raters' errors from ratings of the same item
+        that agree or disagree: when no item has two ratings the error
+        matrices and the classes follow the priors alone, which is said.  The
+        ordinal family also reads the categories as an ordered scale and warns
+        when that order is only the alphabetical sort of text labels
+        (:meth:`pyrater.RatingData.check_scale_order`).
+        """
+        if data.n_ratings and np.bincount(data.unit, minlength=data.n_units).max() < 2:
+            warnings.warn(
+                f"no item has more than one rating ({data.n_ratings} ratings of {data.n_items} items by "
+                f"{data.n_raters} rater{'s' if data.n_raters != 1 else ''}): the data cannot show how the raters "
+                "err, so the error matrices and the classes follow the priors; each item needs two or more "
+                "ratings (by different raters, or repeated) for a rating model to learn from",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray] | None:
         """Stan parameters at a mode found by EM (``pi`` (K,), ``theta`` (J, K, K)), or None."""

@@ -493,6 +493,11 @@ class Ordinal(ModelFamily):
             out["lapse_prior"] = _lapse_prior(self.lapse_prior)
         return out
 
+    def check_data(self, data: Any) -> None:
+        """The base checks, and a warning when the scale's order is only an alphabetical sort of text labels."""
+        super().check_data(data)
+        data.check_scale_order("the ordinal model")
+
     def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, Any]:
         """The prior entries of the Stan program's data block."""
         lapse = "lapse_prior" in priors

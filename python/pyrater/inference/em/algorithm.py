@@ -679,6 +679,7 @@ def em(
     rng = np.random.default_rng(seed)
 
     data = as_rating_data(data, data_format)
+    model_obj.check_data(data)
     I, J, K = data.n_units, data.n_raters, data.n_categories
     if data.n_ratings == 0 or data.weight.sum() <= 0:
         raise ValueError("the data hold no rated items (all tallies are zero)")

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._validation import label_repr
 from ...models.kernels import soft_majority_vote
 from .steps import Problem
 
@@ -72,7 +73,7 @@ def search_starts(prob: Problem, rng: np.random.Generator, rater_labels: Any = N
         rated = tot > 0
         T[rated] = own[rated] / tot[rated, None]
         label = rater_labels[j] if rater_labels is not None else int(j)
-        starts.append((f"rater {label!r}'s ratings", mix(T)))
+        starts.append((f"rater {label_repr(label)}'s ratings", mix(T)))
     sel = np.tile(np.eye(K), (J, 1))
     for v in range(_SEARCH_VOTES):
         w = rng.gamma(1.0, size=J)

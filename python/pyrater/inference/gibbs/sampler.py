@@ -265,6 +265,7 @@ def gibbs(
     known_codes = data.known_codes(known)
     if data.n_ratings == 0 or data.weight.sum() <= 0:
         raise ValueError("the data hold no rated items (all tallies are zero)")
+    model_obj.check_data(data)
 
     # ---- memory rule, before any sampling
     S = draws // thin

@@ -46,6 +46,7 @@ def prepare_data(data: RatingData, model: Model, known: np.ndarray | None) -> Ra
     ValueError
         Known classes given per pattern of grouped data that has to be expanded.
     """
+    model.check_data(data)
     prepared = model.prepare_data(data)
     if prepared is not data and known is not None:
         raise ValueError(
