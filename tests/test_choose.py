@@ -176,8 +176,10 @@ def test_auto_arguments_are_checked_before_any_fit():
         pyrater.fit(sim.data, "auto", method="pathfinder")
     with pytest.raises(ValueError, match="log_lik=False"):
         pyrater.fit(sim.data, "auto", method="gibbs", log_lik=False)
-    with pytest.raises(ValueError, match="chains=2 is not used by method='em'"):
-        pyrater.fit(sim.data, "auto", chains=2)
+    with pytest.raises(ValueError, match=r"chains=2 is not used by method='em'.*\(model='auto' fits .* by method='em'"):
+        pyrater.fit(sim.data, "auto", chains=2)  # the method was not given: say which auto took
+    with pytest.raises(ValueError, match=r"chains=2 is not used by method='em'; it applies to [^(]*$"):
+        pyrater.fit(sim.data, "auto", method="em", chains=2)
     with pytest.raises(ValueError, match="candidates is used by model='auto' only"):
         pyrater.fit(sim.data, "dawid_skene", method="em", candidates=["one_coin"])
     assert "dawid_skene" in default_candidates("em") and "hierarchical" not in default_candidates("em")

@@ -235,7 +235,7 @@ def fit(
     if isinstance(model, str) and model == "auto":
         return _fit_auto(
             data,
-            "em" if method is None else method,
+            method,
             data_format,
             candidates=candidates,
             known=known,
@@ -365,7 +365,7 @@ def fit(
 
 def _fit_auto(
     data: Any,
-    method: str,
+    method: str | None,
     data_format: DataFormat,
     *,
     candidates: Sequence[str | Model] | None,
@@ -380,11 +380,20 @@ def _fit_auto(
     from .checking.choose import AUTO_METHODS, _resolve_candidates, choose_model
     from .inference.distributed import is_distributed
 
+    defaulted = method is None
+    method = "em" if method is None else method
     if method not in AUTO_METHODS:
         raise ValueError(f"model='auto' fits its candidates by one of {AUTO_METHODS}; got method={method!r}")
     if options.get("log_lik") is False:
         raise ValueError("model='auto' compares its candidates by their log-likelihood: log_lik=False is refused")
-    _method_options(method, options)  # an argument the method does not use is an error, before any fit
+    try:
+        _method_options(method, options)  # an argument the method does not use is an error, before any fit
+    except ValueError as err:
+        if not defaulted:
+            raise
+        raise ValueError(
+            f"{err} (model='auto' fits its candidates by method='em' unless method= is given, e.g. method='gibbs')"
+        ) from None
     _resolve_candidates(candidates, method)  # an unknown or unfit candidate, before any fit
     if is_distributed(data):
         raise NotImplementedError(
