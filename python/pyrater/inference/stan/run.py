@@ -282,6 +282,7 @@ def pathfinder(
         max_memory_gib,
         what="Pathfinder's approximate draws read back from Stan (paths x draws, before resampling)",
     )
+    sdata, inverse = _program_data(data, model, known, log_lik)  # bad priors: an error whatever the engine
     eng = get_engine(engine)
     if eng.name != "cmdstanpy":
         raise ValueError(
@@ -290,7 +291,6 @@ def pathfinder(
             "Install CmdStan (`python -m cmdstanpy.install_cmdstan`) and use engine='cmdstanpy', or use "
             "method='mcmc'"
         )
-    sdata, inverse = _program_data(data, model, known, log_lik)
     res = eng.pathfinder(model.stan_program, sdata, draws=draws, num_paths=chains, seed=seed, inits=inits)
     idx = res.resampled
     return fit_class(model, PathfinderFit)(
