@@ -692,6 +692,10 @@ def test_fit_model_auto_writes_the_comparison(tmp_path):
     np.testing.assert_allclose(table.loc[ref.model_choice.table.index, "elpd_loo"], ref.model_choice.table["elpd_loo"])
     assert ref.model_choice.reason in res.stderr
     assert ref.model_choice.reason in (out / "summary.txt").read_text()
+    # the chosen row is marked; the warning about majority vote points to the file, not to a Python attribute
+    assert table["chosen"].dtype == bool and table.index[table["chosen"]].tolist() == [ref.model_choice.chosen]
+    assert f"majority vote's vote model; see {out / 'comparison.csv'}" in res.stderr
+    assert "fit.model_choice.table" not in res.stderr
     for bad, message in (
         (("--method", "pathfinder"), "--model auto fits its candidates by --method"),
         (("--alpha", "2"), "default priors"),
@@ -700,3 +704,205 @@ def test_fit_model_auto_writes_the_comparison(tmp_path):
     ):
         res = run("fit", str(path), "--model", "auto", "--out", str(tmp_path / "o2"), *bad)
         assert res.returncode != 0 and message in res.stderr, res.stderr
+
+
+# ------------------------------------------------------- new-user trial: flags, usage, advice in command-line terms
+def _record_fit(monkeypatch) -> list[dict]:
+    """Replace pyrater.fit by a recorder that stops the command: the keyword arguments the CLI passed."""
+    calls: list[dict] = []
+
+    def record(data, model="dawid_skene", method=None, **kwargs):
+        calls.append({"method": method, **kwargs})
+        raise KeyboardInterrupt  # the command stops here, before any sampling
+
+    monkeypatch.setattr("pyrater.fitting.fit", record)
+    return calls
+
+
+def test_method_flags_the_method_does_not_use_are_refused_and_defaults_still_apply(tmp_path, monkeypatch):
+    from pyrater.cli import build_parser
+
+    missing = str(tmp_path / "missing.csv")  # refused before the file is read
+    for flags, message in (
+        (["--method", "em", "--draws", "100", "--chains", "2"], "--chains and --draws are options of --method "
+         "mcmc, gibbs, pathfinder; got --method em"),
+        (["--method", "em", "--warmup", "50"], "--warmup is an option of --method mcmc, gibbs; got --method em"),
+        (["--method", "em", "--engine", "cmdstanpy"], "--engine is an option of --method mcmc, optimize, pathfinder; "
+         "got --method em"),
+        (["--method", "em", "--thin", "3"], "--thin is an option of --method gibbs; got --method em"),
+        (["--ml", "--chains", "2"], "--chains is an option of --method mcmc, gibbs, pathfinder; got --ml"),
+        (["--model", "auto", "--draws", "10"], "got --method em (the default with --model auto)"),
+        (["--method", "gibbs", "--engine", "pystan"], "--engine is an option of --method mcmc, optimize, pathfinder; "
+         "got --method gibbs"),
+        (["--method", "pathfinder", "--warmup", "5"], "--warmup is an option of --method mcmc, gibbs; "
+         "got --method pathfinder"),
+        (["--method", "mcmc", "--restarts", "2"], "--restarts is an option of --method em, em-ml, optimize; "
+         "got --method mcmc"),
+        (["--method", "gibbs", "--thin", "2000"], "--thin (2000) must be at most --draws (1000, the default)"),
+    ):  # fmt: skip
+        for command in (["fit", missing], ["demo"]):
+            res = run(*command, *flags, "--out", str(tmp_path / "o"))
+            assert res.returncode == 2, (flags, res.stderr)
+            err = res.stderr.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith("pyrater: error: ") and message in err[0], res.stderr
+            assert "(command line:" not in res.stderr  # the CLI's own message names its flags once
+    assert not (tmp_path / "o").exists()
+    # the help shows the defaults the flags (None in argparse) stand for
+    for name in ("fit", "demo", "compare"):
+        parser = next(a for a in build_parser()._actions if a.dest == "command").choices[name]
+        helps = {a.dest: a.help for a in parser._actions}
+        assert all(parser.get_default(dest) is None for dest in ("engine", "chains", "draws", "warmup"))
+        assert "default auto" in helps["engine"] and "default 4" in helps["chains"]
+        assert "default 1000" in helps["draws"] and "default: = --draws" in helps["warmup"]
+    # what reaches pyrater.fit: only the flags given (pyrater.fit's defaults for the others), warmup = --draws
+    _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    calls = _record_fit(monkeypatch)
+    expected = {
+        ("--method", "mcmc"): {},
+        ("--method", "gibbs", "--draws", "40"): {"draws": 40, "warmup": 40},
+        ("--method", "gibbs", "--draws", "40", "--warmup", "0", "--chains", "2", "--thin", "4"): {
+            "draws": 40, "warmup": 0, "chains": 2, "thin": 4,
+        },
+        ("--method", "pathfinder", "--draws", "30", "--engine", "cmdstanpy"): {"draws": 30, "engine": "cmdstanpy"},
+        ("--method", "optimize", "--engine", "pystan", "--restarts", "1"): {"engine": "pystan", "n_inits": 2},
+    }  # fmt: skip
+    sampler = {"engine", "chains", "draws", "warmup", "thin", "pi_moves", "n_inits"}
+    for flags, given in expected.items():
+        for command in (["fit", str(path)], ["demo"]):
+            res = run(*command, *flags, "--out", str(tmp_path / "f"), "--quiet")
+            assert res.returncode == 130, res.stderr
+            assert {k: v for k, v in calls[-1].items() if k in sampler} == given, (command, flags)
+    for flags, given in (((), {}), (("--draws", "20"), {"draws": 20, "warmup": 20})):
+        res = run("compare", str(path), *flags)
+        assert res.returncode == 130 and calls[-1]["method"] == "mcmc", res.stderr
+        assert {k: v for k, v in calls[-1].items() if k in sampler} == given
+
+
+def test_a_misspelt_option_gets_the_subcommands_usage_and_the_close_match(tmp_path):
+    _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    res = run("fit", str(path), "--method", "em", "--chians", "2")
+    assert res.returncode == 2
+    assert res.stderr.startswith("usage: pyrater fit ")
+    assert res.stderr.strip().splitlines()[-1] == (
+        "pyrater fit: error: unrecognized arguments: --chians 2 (did you mean --chains?)"
+    )
+    res = run("compare", str(path), "--drws=5", "--warmpu", "3")
+    assert res.returncode == 2 and res.stderr.startswith("usage: pyrater compare ")
+    assert res.stderr.strip().splitlines()[-1] == (
+        "pyrater compare: error: unrecognized arguments: --drws=5 --warmpu 3 "
+        "(--drws: did you mean --draws?; --warmpu: did you mean --warmup?)"
+    )
+    res = run("demo", "--bogus")  # nothing close: no guess
+    assert res.returncode == 2 and res.stderr.startswith("usage: pyrater demo ")
+    assert res.stderr.strip().splitlines()[-1] == "pyrater demo: error: unrecognized arguments: --bogus"
+    assert not (tmp_path / "pyrater-out").exists()
+
+
+def test_data_advice_names_the_flags_quoted_for_the_shell(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=40, n_raters=5, n_categories=3)
+    long = pd.read_csv(path)
+    table = long.pivot(index="item", columns="rater", values="rating")
+    wide = tmp_path / "wide.csv"
+    table.to_csv(wide)  # columns item, 1, 2, 3, 4, 5
+    res = run("fit", str(wide), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines[-1] == "hint: the columns '1', '2', '3', '4', '5' look like one column per rater: read the file as wide data: --format wide"  # fmt: skip
+    assert run("fit", str(wide), "--format", "wide", "--method", "em", "--out", str(tmp_path / "w"), "--quiet").returncode == 0  # fmt: skip
+    # a close match of a missing column: its flag, quoted for the shell; following the advice works
+    for renamed, flag in (({"rating": "ratng"}, ["--rating", "ratng"]), ({"item": "item "}, ["--item", "item "])):
+        other = tmp_path / "renamed.csv"
+        long.rename(columns=renamed).to_csv(other, index=False)
+        res = run("fit", str(other), "--method", "em", "--out", str(tmp_path / "o"))
+        assert res.returncode == 2
+        shown = f"{flag[0]} 'item '" if flag[1] == "item " else " ".join(flag)
+        assert f"(did you mean {flag[1]!r}? use {shown})" in res.stderr, res.stderr
+        assert run("fit", str(other), *flag, "--method", "em", "--out", str(tmp_path / "r"), "--quiet").returncode == 0
+    # an index column written by DataFrame.to_csv: the items' labels, --item 'Unnamed: 0', quoted
+    unnamed = tmp_path / "unnamed.csv"
+    table.reset_index(drop=True).to_csv(unnamed)
+    res = run("fit", str(unnamed), "--format", "wide", "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert "use --item 'Unnamed: 0'" in res.stderr and "--tally Unnamed: 0" not in res.stderr, res.stderr
+    res = run("fit", str(unnamed), "--method", "em", "--out", str(tmp_path / "o"))  # read as long
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1].endswith("read the file as wide data: --format wide --item 'Unnamed: 0'")
+    res = run(
+        "fit", str(unnamed), "--format", "wide", "--item", "Unnamed: 0", "--method", "em",
+        "--out", str(tmp_path / "u"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    probs = pd.read_csv(tmp_path / "u" / "class_probabilities.csv", index_col=0)
+    assert list(probs.index) == list(range(40))
+    # grouped data with a tally whose name needs quoting
+    grouped = tmp_path / "grouped.csv"
+    frame = sim.data.to_long().pivot(index="item", columns="rater", values="rating")
+    counts = frame.value_counts().rename("my count").reset_index()
+    counts["my count"] *= 25  # tallies far above the ratings
+    counts.to_csv(grouped, index=False)
+    res = run("fit", str(grouped), "--format", "wide", "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "--format grouped --tally 'my count'" in res.stderr, res.stderr
+    res = run("fit", str(grouped), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1].endswith("read the file as grouped data: --format grouped --tally 'my count'")  # fmt: skip
+    assert sum(line.startswith("hint:") for line in res.stderr.splitlines()) == 1  # in place of the reader's hints
+    res = run(
+        "fit", str(grouped), "--format", "grouped", "--tally", "my count", "--method", "em",
+        "--out", str(tmp_path / "g"), "--quiet",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    # long data with other column names is not told to read it as wide
+    long.rename(columns={"rater": "annotator", "rating": "label"}).to_csv(other, index=False)
+    res = run("fit", str(other), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "--format wide" not in res.stderr and "--rater, --rating" not in res.stderr
+
+
+def test_mcmc_advice_names_the_flags_of_longer_or_more_chains():
+    from pyrater import cli
+    from pyrater.fits.draws import SINGLE_CHAIN, problems_message
+
+    args = cli.build_parser().parse_args(["fit", "x.csv"])
+    # "longer chains" are more warmup and draws per chain; "chains >= 2" is --chains
+    assert cli._command_line_terms(problems_message(["max Rhat 1.151 > 1.01"]), args).endswith(
+        "Run longer chains or check the model/priors. (command line: --warmup, --draws)"
+    )
+    assert cli._command_line_terms(problems_message([SINGLE_CHAIN]), args).endswith(
+        "Run chains >= 2 to check convergence. (command line: --chains)"
+    )
+    assert cli._command_line_terms(problems_message([SINGLE_CHAIN, "max Rhat 1.2 > 1.01"]), args).endswith(
+        "(command line: --chains, --warmup, --draws)"
+    )
+    assert cli._command_line_terms("Run more chains", args) == "Run more chains (command line: --chains)"
+
+
+def test_python_values_and_attributes_in_messages_get_the_command_lines_terms(tmp_path):
+    from pyrater import cli
+
+    args = cli.build_parser().parse_args(["fit", "x.csv", "--out", str(tmp_path / "o")])
+    # Python values: the flag with the value
+    pathfinder = (
+        "method='pathfinder' needs the cmdstanpy engine (Stan's Pathfinder runs in CmdStan); the 'pystan' engine "
+        "was chosen. Install CmdStan (`python -m cmdstanpy.install_cmdstan`) and use engine='cmdstanpy', or use "
+        "method='mcmc'"
+    )
+    assert cli._command_line_terms(pathfinder, args) == (
+        pathfinder + " (command line: --method pathfinder, --engine cmdstanpy, --method mcmc)"
+    )
+    assert cli._command_line_terms("thin >= 5 or data_format='grouped'", args) == (
+        "thin >= 5 or data_format='grouped' (command line: --thin, --format grouped)"
+    )
+    assert cli._command_line_terms("method='map'", args) == "method='map'"  # not a --method
+    # the model choice's table is comparison.csv in --out
+    note = "the chosen model (homogeneous) does not predict ... vote model; see fit.model_choice.table"
+    assert cli._command_line_terms(note, args) == note.replace(
+        "fit.model_choice.table", str(tmp_path / "o" / "comparison.csv")
+    )
+    # end to end: pyrater.fit's refusal of a model the method cannot fit
+    _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    res = run("fit", str(path), "--model", "hierarchical", "--method", "gibbs", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert (
+        res.stderr.strip()
+        .splitlines()[-1]
+        .endswith("(command line: --method gibbs, --method mcmc, --method optimize, --method pathfinder)")
+    )

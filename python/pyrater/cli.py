@@ -26,20 +26,34 @@ only in whitespace, case or Unicode normalisation.  ``--max-memory-gib``
 sets the memory budget that draws, replicates and the like are checked
 against before any work (default 1 GiB).
 
+Method-specific flags (``--engine``, ``--chains``, ``--draws``,
+``--warmup``, ``--thin``, ``--pi-moves``, ``--restarts``) default to None:
+only the flags given are passed on (pyrater.fit's defaults stand for the
+others, ``--warmup`` that of ``--draws``), and a flag the method does not
+use is refused before any data is read, naming the methods that take it.
+
 Errors are one line on stderr: input errors (with the file's line number
 and the column) exit with status 2, anything else with status 1; ``--debug``
-shows the full traceback.  Advice in an error names the command line's
-flags (``--thin``, ``--draws``, ``--max-memory-gib`` ...) next to the
-Python argument names.
+shows the full traceback.  An unknown option is reported with the
+subcommand's usage and its close match (``--chians``: did you mean
+``--chains``?), status 2.  Advice in an error or warning names the command
+line's flags (``--thin``, ``--draws``, ``--max-memory-gib`` ...) next to
+the Python argument names, with their values where the message gives one
+(``engine='cmdstanpy'``: ``--engine cmdstanpy``), column names quoted for
+the shell (``--item 'Unnamed: 0'``), and the files the command writes in
+place of Python attributes (``OUT/comparison.csv``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import functools
 import inspect
 import json
 import re
+import shlex
 import sys
 import time
 import traceback
@@ -69,6 +83,26 @@ class CLIError(ValueError):
 
 
 __all__ = ["main"]
+
+#: the command line's method-specific flags: the namespace's attribute -> the flag (pyrater.fit's argument of the
+#: same name says which methods use it, see METHOD_ARGUMENTS; --restarts is the CLI's own)
+_METHOD_FLAGS: dict[str, str] = {
+    "engine": "--engine",
+    "chains": "--chains",
+    "draws": "--draws",
+    "warmup": "--warmup",
+    "thin": "--thin",
+    "pi_moves": "--pi-moves",
+    "restarts": "--restarts",
+}
+
+
+def _flag_methods(dest: str) -> tuple[str, ...]:
+    """The --method values that use the flag of ``dest`` (``em-ml`` wherever ``em`` is)."""
+    if dest == "restarts":  # EM restarts (em, em-ml) or optimize's extra starts (n_inits)
+        return ("em", "em-ml", "optimize")
+    users = METHOD_ARGUMENTS[dest][0]
+    return (*users, "em-ml") if "em" in users else users
 
 
 #: Separators a file may use instead of commas, named for the message.
@@ -127,7 +161,173 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
     try:
         return as_rating_data(df, data_format, **options)
     except RatingDataError as exc:
-        raise RatingDataError(f"{path} (row numbers are lines of the file): {exc}") from None
+        advice = _data_advice(str(exc), df, data_format, args)
+        raise RatingDataError(f"{path} (row numbers are lines of the file): {advice}") from None
+
+
+# ------------------------------------------------------------ the reader's advice in the command line's terms
+
+#: the column each flag names, by the role the reader's messages give it
+_ROLE_FLAGS = {"item": "--item", "rater": "--rater", "rating": "--rating", "tally": "--tally"}
+#: column names of a tally (as the reader takes them; lower case)
+_TALLY_NAMES = ("n", "count", "counts", "tally", "freq", "frequency", "weight", "weights")
+#: at most this many distinct ratings in the columns that look like one column per rater
+_MAX_SCALE = 20
+#: a Python string literal (a column name as the reader's messages show it)
+_LITERAL = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+
+
+def _data_advice(message: str, df: pd.DataFrame, data_format: str, args: argparse.Namespace) -> str:
+    """The reader's message (a :class:`RatingDataError`) with advice in command-line terms, shell-quoted.
+
+    * a column named in a flag of the reader's advice (``--tally Unnamed: 0``)
+      is quoted for the shell (``--tally 'Unnamed: 0'``);
+    * a close match of a missing column gets its flag (``did you mean
+      'ratng'? use --rating ratng``);
+    * in a wide table, a column taken for a tally that holds a different
+      value on every row is named as the item column (``--item 'Unnamed: 0'``,
+      the index ``DataFrame.to_csv`` writes);
+    * long data without its rater or rating column whose other columns look
+      like one column per rater gets ``--format wide`` (or ``--format
+      grouped`` with a tally column) in place of the general hint.
+
+    Parameters
+    ----------
+    message : str
+        The reader's message.
+    df : DataFrame
+        The table read from the file.
+    data_format : {"long", "wide", "grouped"}
+        The format it was read as (``--format``).
+    args : argparse.Namespace
+        The command's arguments.
+
+    Returns
+    -------
+    str
+    """
+    # longest names first, so that a name that begins another is not quoted inside it
+    for name in sorted((str(c) for c in df.columns), key=len, reverse=True):
+        if shlex.quote(name) != name:
+            for flag in _ROLE_FLAGS.values():
+                message = message.replace(f"{flag} {name}", f"{flag} {shlex.quote(name)}")
+    lines = message.splitlines()
+    hint = _format_hint(lines, df, args) if data_format == "long" else None
+    # another format: the rater and rating columns are not to be named (their close matches are no rater columns)
+    flagged = ("item",) if hint is not None else ("item", "rater", "rating", "tally")
+    lines = [_flag_of_close_match(line, data_format, flagged) for line in lines]
+    if data_format == "wide" and getattr(args, "item", None) is None:
+        lines = [_item_not_rater(line, df) for line in lines]
+    if hint is not None:  # in place of the reader's hints (name the columns, or another format)
+        lines = [line for line in lines if not (line.startswith("hint:") and "--format" in line)] + [hint]
+    return "\n".join(lines)
+
+
+def _flag_of_close_match(line: str, data_format: str, roles: tuple[str, ...]) -> str:
+    """``... column 'rating' not found; ... (did you mean 'ratng'?)`` with ``use --rating ratng`` (for ``roles``)."""
+    match = re.search(r"\b(item|rater|rating|tally) column .* not found; .*\(did you mean (.+)\?\)$", line)
+    if match is None:
+        return line
+    role, close = match.group(1), [ast.literal_eval(c) for c in re.findall(_LITERAL, match.group(2))]
+    takes = {"long": ("item", "rater", "rating"), "wide": ("item",), "grouped": ("tally",)}.get(data_format, ())
+    if role not in takes or role not in roles or not close:
+        return line
+    use = " or ".join(f"{_ROLE_FLAGS[role]} {shlex.quote(str(c))}" for c in close)
+    return line[: match.end(2)] + f"? use {use})"
+
+
+def _is_id_column(col: pd.Series) -> bool:
+    """A column with a value on every row, a different one on each: item labels (or a tally of distinct counts)."""
+    return len(col) >= 2 and col.notna().all() and col.nunique() == len(col)
+
+
+def _is_index_column(name: Any, col: pd.Series) -> bool:
+    """An index written by ``DataFrame.to_csv``: named ``Unnamed: ...``, or the integers 0..n-1 or 1..n, in order."""
+    if str(name).startswith("Unnamed:"):
+        return _is_id_column(col)
+    if not pd.api.types.is_integer_dtype(col.dtype) or not len(col):
+        return False
+    values = col.to_numpy()
+    return values[0] in (0, 1) and bool((np.diff(values) == 1).all())
+
+
+def _item_not_rater(line: str, df: pd.DataFrame) -> str:
+    """A wide table's column the reader takes for a tally or a text column, when it holds item labels: ``--item``."""
+    for name in df.columns:
+        col, flag = df[name], f"--item {shlex.quote(str(name))}"
+        body = line.lstrip(" -")  # the problem, without the list's "  - "
+        if not body.startswith(f"column {name!r} ") or not _is_id_column(col):
+            continue
+        prefix = line[: len(line) - len(body)]
+        if "looks like a tally" in body and _is_index_column(name, col):
+            return (
+                f"{prefix}column {name!r} holds a different value on every row ({_few(col)}): the items' labels "
+                f"(such as the index DataFrame.to_csv writes), not a rater or a tally: use {flag}"
+            )
+        if "looks like a tally" in body or "holds text" in body:
+            return f"{line} (if it holds the items' labels: {flag})"
+    return line
+
+
+def _few(col: pd.Series, limit: int = 3) -> str:
+    """The first and last values of a column, for a message."""
+    values = [str(v) for v in col.tolist()]
+    return ", ".join(values) if len(values) <= 2 * limit else f"{', '.join(values[:limit])}, ..., {values[-1]}"
+
+
+def _ratings_scale(df: pd.DataFrame, columns: list[Any]) -> set[str] | None:
+    """The ratings the columns share when they look like one column per rater, else None.
+
+    They do when every column holds some value another of them holds, and
+    all of them together hold at most ``_MAX_SCALE`` different values.
+    """
+    sets = []
+    for c in columns:
+        values = df[c].dropna().tolist()
+        sets.append({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v).strip() for v in values})
+    scale = set().union(*sets)
+    if len(columns) < 2 or not 0 < len(scale) <= _MAX_SCALE:
+        return None
+    for i, values in enumerate(sets):
+        others = set().union(*(o for j, o in enumerate(sets) if j != i))
+        if not values & others:
+            return None
+    return scale
+
+
+def _format_hint(lines: list[str], df: pd.DataFrame, args: argparse.Namespace) -> str | None:
+    """Long data without a rater or rating column, its other columns like raters: ``--format wide`` (or ``grouped``)."""
+    missing = {role for role in ("item", "rater", "rating") if any(f"- {role} column " in line for line in lines)}
+    if not missing & {"rater", "rating"}:
+        return None
+    found = [getattr(args, role, None) or role for role in ("item", "rater", "rating") if role not in missing]
+    found = [c for c in found if c in df.columns]
+    item = (getattr(args, "item", None) or "item") if "item" not in missing else None
+    if item is None and len(df.columns) and _is_id_column(df[df.columns[0]]):
+        item = df.columns[0]  # no item column by name: the first, with a label on every row, is the items'
+    if item is not None and item in df.columns and not _is_id_column(df[item]):
+        return None  # items rated more than once: long data after all, with other column names
+    rest = [c for c in df.columns if c not in found and c != item]
+    tally = rest[-1] if rest and str(rest[-1]).strip().lower() in _TALLY_NAMES else None
+    if tally is None and _ratings_scale(df, rest) is None and _ratings_scale(df, rest[:-1]) is not None:
+        last = df[rest[-1]]  # a tally by its values: counts, beyond the others' ratings
+        if pd.api.types.is_integer_dtype(last.dtype) and (last >= 0).all():
+            tally = rest[-1]
+    raters = [c for c in rest if c != tally]
+    if _ratings_scale(df, raters) is None:
+        return None
+    shown = ", ".join(repr(str(c)) for c in raters[:5]) + (f", ... ({len(raters)} columns)" if len(raters) > 5 else "")
+    drop = [f"--{role}" for role in ("rater", "rating") if getattr(args, role, None) is not None]
+    dropping = f" (and drop {' and '.join(drop)})" if drop else ""
+    if tally is not None:
+        command = "--format grouped" + ("" if str(tally) == "n" else f" --tally {shlex.quote(str(tally))}")
+        return (
+            f"hint: the columns {shown} look like one column per rater and {str(tally)!r} like a tally of items per "
+            f"rating pattern: read the file as grouped data: {command}{dropping}"
+        )
+    named = item in (None, "item", getattr(args, "item", None))  # no --item needed, or given already
+    command = "--format wide" + ("" if named else f" --item {shlex.quote(str(item))}")
+    return f"hint: the columns {shown} look like one column per rater: read the file as wide data: {command}{dropping}"
 
 
 def _check_column_options(args: argparse.Namespace) -> None:
@@ -255,7 +455,10 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     rater_table.to_csv(written[2])
     written[3].write_text(summary.to_string(full=True) + "\n")
     if fit.model_choice is not None:  # --model auto: the comparison that chose the model
-        fit.model_choice.table.to_csv(out / "comparison.csv", index_label="model")
+        table = fit.model_choice.table
+        if "chosen" not in table.columns:  # which row was chosen (unless the table says so already)
+            table = table.assign(chosen=table.index == fit.model_choice.chosen)
+        table.to_csv(out / "comparison.csv", index_label="model")
         written.append(out / "comparison.csv")
     figures = {
         "raters.png": plots.plot_raters(fit),
@@ -393,20 +596,11 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
                 if check is not None:
                     check(data, budget)
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
-    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method)}
+    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args, method)}
     if method in ("mcmc", "gibbs", "pathfinder"):
         kwargs["log_lik"] = False  # the command line's outputs need no per-item log-likelihood (no LOO)
-    if method != "gibbs":  # the Stan methods
-        kwargs["engine"] = args.engine
-    if method == "optimize":
-        if args.restarts is not None:
-            kwargs["n_inits"] = args.restarts + 1
-    else:  # samplers (Pathfinder: paths and resampled draws, no warm-up)
-        kwargs.update(chains=args.chains, draws=args.draws)
-        if method != "pathfinder":
-            kwargs["warmup"] = args.draws if args.warmup is None else args.warmup
-    if method == "gibbs":
-        kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
+    if method == "optimize" and args.restarts is not None:
+        kwargs["n_inits"] = args.restarts + 1
     return fit(data, model, method=cast(Method, method), **kwargs)  # not em / em-ml here: one of METHODS
 
 
@@ -421,13 +615,12 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
         raise CLIError(f"--model auto fits its candidates by --method {' or '.join(AUTO_METHODS)}; got {method}")
     if any(getattr(args, name, None) is not None for name in ("priors", "alpha", "beta_diag", "beta_off")):
         raise CLIError("--model auto fits each family with its default priors: drop --priors/--alpha/--beta-*")
-    kwargs: dict[str, Any] = {"seed": args.seed, "known": known, **_memory_options(args, method)}
-    if method in ("mcmc", "optimize"):
-        kwargs["engine"] = args.engine
-    if method in ("mcmc", "gibbs"):
-        kwargs.update(chains=args.chains, draws=args.draws, warmup=args.draws if args.warmup is None else args.warmup)
-    if method == "gibbs":
-        kwargs.update({k: v for k, v in (("thin", args.thin), ("pi_moves", args.pi_moves)) if v is not None})
+    kwargs: dict[str, Any] = {
+        "seed": args.seed,
+        "known": known,
+        **_memory_options(args, method),
+        **_sampler_options(args, method),
+    }
     if args.restarts is not None:
         if method != "optimize":
             raise CLIError(f"--restarts is not used by --model auto with --method {method}")
@@ -437,20 +630,63 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
     return result
 
 
-def _check_gibbs_options(args: argparse.Namespace) -> None:
-    """--thin and --pi-moves belong to --method gibbs: say so before reading any data."""
-    given = [flag for flag, value in (("--thin", args.thin), ("--pi-moves", args.pi_moves)) if value is not None]
-    if given and _method(args) != "gibbs":
+def _check_method_options(args: argparse.Namespace) -> None:
+    """Refuse, before reading any data, a method-specific flag the method does not use (nothing is ignored).
+
+    Every method-specific flag defaults to None, so only the flags the user
+    gave are checked (and passed on).  The message names the methods that
+    take each refused flag, e.g. ``--draws and --chains are options of
+    --method mcmc, gibbs, pathfinder; got --method em``.
+    """
+    method = _method(args)
+    refused: dict[tuple[str, ...], list[str]] = {}
+    for dest, flag in _METHOD_FLAGS.items():
+        if getattr(args, dest, None) is not None and method not in _flag_methods(dest):
+            refused.setdefault(_flag_methods(dest), []).append(flag)
+    if refused:
+        parts = [
+            f"{' and '.join(flags)} {'is an option' if len(flags) == 1 else 'are options'} "
+            f"of --method {', '.join(users)}"
+            for users, flags in refused.items()
+        ]
+        if getattr(args, "ml", False):
+            chosen = f"--ml (--method {method})"
+        elif args.method is None:
+            chosen = f"--method {method} (the default{' with --model auto' if args.model == 'auto' else ''})"
+        else:
+            chosen = f"--method {method}"
+        raise CLIError(f"{'; '.join(parts)}; got {chosen}")
+    if args.thin is not None and args.thin > _draws(args):
         raise CLIError(
-            f"{' and '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of --method gibbs; "
-            f"got --method {_method(args)}"
+            f"--thin ({args.thin}) must be at most --draws ({_draws(args)}{'' if args.draws else ', the default'}) "
+            "so that at least one draw is kept"
         )
-    if args.thin is not None and args.thin > args.draws:
-        raise CLIError(f"--thin ({args.thin}) must be at most --draws ({args.draws}) so that at least one draw is kept")
+
+
+def _draws(args: argparse.Namespace) -> int:
+    """--draws, or pyrater.fit's default when not given."""
+    return args.draws if args.draws is not None else int(METHOD_ARGUMENTS["draws"][1])
+
+
+def _sampler_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
+    """pyrater.fit's arguments for the sampler flags given (--engine, --chains, --draws, --warmup, --thin, --pi-moves).
+
+    A flag not given is left out (pyrater.fit's default), except that
+    --warmup defaults to --draws when --draws is given.  Call
+    :func:`_check_method_options` first: this passes on every flag given.
+    """
+    options = {
+        dest: getattr(args, dest)
+        for dest in ("engine", "chains", "draws", "warmup", "thin", "pi_moves")
+        if getattr(args, dest, None) is not None
+    }
+    if "draws" in options and "warmup" not in options and method in _flag_methods("warmup"):
+        options["warmup"] = options["draws"]
+    return options
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    _check_gibbs_options(args)
+    _check_method_options(args)
     _check_column_options(args)
     _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
     out = Path(args.out)
@@ -530,6 +766,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_column_options(args)
     memory = _memory_options(args, "mcmc")
+    sampler = _sampler_options(args, "mcmc")  # the flags given; pyrater.fit's defaults for the others
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     fits = {}
@@ -538,13 +775,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             data,
             name,
             method="mcmc",
-            chains=args.chains,
-            draws=args.draws,
-            engine=args.engine,
-            warmup=args.draws if args.warmup is None else args.warmup,
             seed=args.seed,
             progress=False,
             **memory,
+            **sampler,
         )
     table = compare(fits)
     with pd.option_context("display.width", 120):
@@ -556,7 +790,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import EXAMPLE_CATEGORIES, example_ratings
 
-    _check_gibbs_options(args)
+    _check_method_options(args)
     _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
     out = Path(args.out)
     _check_out(out)
@@ -652,18 +886,41 @@ def _add_memory_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_sampler_options(p: argparse.ArgumentParser) -> None:
+def _add_sampler_options(p: argparse.ArgumentParser, with_method: bool = True) -> None:
+    """--engine, --chains, --draws, --warmup: default None (only the flags given are passed on), defaults in the help.
+
+    ``with_method``: the subcommand has --method, and each help names the methods that take the flag.
+    """
+
+    def used_by(dest: str) -> str:
+        return f"--method {', '.join(_flag_methods(dest))}; " if with_method else ""
+
     p.add_argument(
         "--engine",
         choices=ENGINES,
-        default="auto",
-        help="Stan interface: auto (cmdstanpy when CmdStan is installed, else pystan), cmdstanpy, pystan",
+        default=None,
+        help=f"Stan interface ({used_by('engine')}default {METHOD_ARGUMENTS['engine'][1]}): auto (cmdstanpy when "
+        "CmdStan is installed, else pystan), cmdstanpy, pystan",
     )
-    p.add_argument("--chains", type=_int_at_least(1), default=4, help="MCMC chains (default 4)")
     p.add_argument(
-        "--draws", type=_int_at_least(1), default=1000, help="MCMC draws per chain after warmup (default 1000)"
+        "--chains",
+        type=_int_at_least(1),
+        default=None,
+        help=f"MCMC chains{', or Pathfinder paths' if with_method else ''} ({used_by('chains')}default "
+        f"{METHOD_ARGUMENTS['chains'][1]})",
     )
-    p.add_argument("--warmup", type=_int_at_least(0), default=None, help="MCMC warmup per chain (default: = --draws)")
+    p.add_argument(
+        "--draws",
+        type=_int_at_least(1),
+        default=None,
+        help=f"MCMC draws per chain after warmup ({used_by('draws')}default {METHOD_ARGUMENTS['draws'][1]})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_int_at_least(0),
+        default=None,
+        help=f"MCMC warmup per chain ({used_by('warmup')}default: = --draws)",
+    )
 
 
 def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
@@ -692,8 +949,8 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         "--restarts",
         type=_int_at_least(0),
         default=None,
-        help="extra random starts: EM restarts (em, em-ml; default 0 besides EM's own search of starts), "
-        "or optimize starts beyond the first (default 3)",
+        help="extra random starts (--method em, em-ml, optimize): EM restarts (em, em-ml; default 0 besides EM's "
+        "own search of starts), or optimize starts beyond the first (default 3)",
     )
     _add_sampler_options(p)
     _add_memory_option(p)
@@ -791,7 +1048,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=["dawid_skene", "class_conditional"],
         help="two or more models (default dawid_skene class_conditional)",
     )
-    _add_sampler_options(c)
+    _add_sampler_options(c, with_method=False)  # compare samples by --method mcmc
     _add_memory_option(c)
     c.set_defaults(func=_cmd_compare)
     d = sub.add_parser(
@@ -816,6 +1073,22 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "data_format": ("format", "--format"),
     "normalize_labels": ("normalize_labels", "--normalize-labels"),
 }
+#: Python arguments whose values a message names (``engine='cmdstanpy'``) -> (attribute, flag, the flag's choices)
+_VALUED_FLAGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "method": ("method", "--method", CLI_METHODS),
+    "engine": ("engine", "--engine", ENGINES),
+    "data_format": ("format", "--format", ("long", "wide", "grouped")),
+}
+#: phrases of pyrater's advice that name flags by what they do (matched before the single words of _FLAGS)
+_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"\blonger chains\b", ("warmup", "draws")),  # longer chains: more warmup and draws per chain
+    (r"\bchains\s*>=\s*\d+|\bmore chains\b", ("chains",)),
+)
+#: Python names in pyrater's messages -> what the command line shows instead (a function of the arguments)
+_REPLACEMENTS: dict[str, Any] = {
+    # --model auto: the comparison table is written to --out (see _write_outputs)
+    "fit.model_choice.table": lambda args: shlex.quote(str(Path(args.out) / "comparison.csv")),
+}
 #: the running command's arguments (what the messages' flags are looked up in)
 _ARGS: argparse.Namespace | None = None
 
@@ -823,12 +1096,50 @@ _ARGS: argparse.Namespace | None = None
 def _command_line_terms(text: str, args: argparse.Namespace | None = None) -> str:
     """``text`` with the command line's flags for the Python arguments it names (those this command has).
 
-    A message that already names its command-line form (``command line: ...``) is left as it is.
+    Python arguments with a value (``engine='cmdstanpy'``, ``method='gibbs'``)
+    get the flag with that value (``--engine cmdstanpy``); phrases such as
+    "longer chains" (``--warmup``, ``--draws``) and "chains >= 2"
+    (``--chains``) name the flags that do what they say; names of Python
+    objects the command line does not have (``fit.model_choice.table``) are
+    replaced by what it writes (``OUT/comparison.csv``).  A message that
+    already names its command-line form (``command line: ...``) is left as it is.
+
+    Parameters
+    ----------
+    text : str
+        A message of pyrater's Python interface.
+    args : argparse.Namespace, optional
+        The running command's arguments (default: those of :func:`main`'s run).
+
+    Returns
+    -------
+    str
+        The message, followed by ``(command line: --flag, ...)`` when it names any.
     """
     args = args if args is not None else _ARGS
-    if args is None or "command line" in text:
+    if args is None:
         return text
-    flags = [flag for name, (dest, flag) in _FLAGS.items() if re.search(rf"\b{name}\b", text) and hasattr(args, dest)]
+    for name, replacement in _REPLACEMENTS.items():
+        if name in text and hasattr(args, "out"):
+            text = text.replace(name, replacement(args))
+    if "command line" in text:
+        return text
+    found: list[tuple[int, str]] = []  # (where in the message, the flag), shown in the message's order
+    rest = text  # the message without the parts already translated
+    for name, (dest, flag, choices) in _VALUED_FLAGS.items():
+        for match in re.finditer(rf"\b{name}=(['\"])([^'\"]*)\1", text):
+            if hasattr(args, dest) and match.group(2) in choices:
+                found.append((match.start(), f"{flag} {match.group(2)}"))
+                rest = rest.replace(match.group(0), " " * len(match.group(0)))  # not again as the bare flag
+    for pattern, dests in _PHRASES:
+        for match in re.finditer(pattern, rest):
+            found += [(match.start(), _FLAGS[dest][1]) for dest in dests if hasattr(args, _FLAGS[dest][0])]
+        rest = re.sub(pattern, lambda m: " " * len(m.group(0)), rest)
+    for name, (dest, flag) in _FLAGS.items():  # the Python names, not the flags a message may name (--draws)
+        word = re.search(rf"(?<!-)\b{name}\b", rest)
+        if word and hasattr(args, dest):
+            found.append((word.start(), flag))
+    flags = list(dict.fromkeys(flag for _, flag in sorted(found, key=lambda f: f[0])))  # each once
     return text + (f" (command line: {', '.join(flags)})" if flags else "")
 
 
@@ -860,12 +1171,47 @@ def _one_line_warnings(func):
     return wrapper
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``command`` (``fit``, ``compare``, ``demo``)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return cast(argparse.ArgumentParser, sub.choices[command])
+
+
+def _parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, but unknown arguments are reported by the subcommand, with close matches.
+
+    argparse reports them with the top-level usage (``usage: pyrater [-h]
+    ...``); here the subcommand's parser exits with status 2 after printing
+    its own usage and ``unrecognized arguments: --chians 2 (did you mean
+    --chains?)``.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    sub = _subcommand_parser(parser, args.command)
+    options = [o for action in sub._actions for o in action.option_strings if o.startswith("--")]
+    close: dict[str, str] = {}  # a misspelt option -> the subcommand's option it is closest to
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name.startswith("-") and name not in ("-", "--"):
+            # compared without the dashes, which every option shares
+            match = difflib.get_close_matches(name.lstrip("-"), [o[2:] for o in options], n=1, cutoff=0.6)
+            if match:
+                close[name] = "--" + match[0]
+    message = "unrecognized arguments: " + " ".join(extras)
+    if len(close) == 1:
+        message += f" (did you mean {next(iter(close.values()))}?)"
+    elif close:
+        message += " (" + "; ".join(f"{name}: did you mean {match}?" for name, match in close.items()) + ")"
+    sub.error(message)  # exits with status 2
+
+
 @_one_line_warnings
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     global _ARGS
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse_args(parser, argv)
     _ARGS = args
     if args.debug:
         return args.func(args)
