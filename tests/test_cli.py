@@ -706,6 +706,21 @@ def test_fit_model_auto_writes_the_comparison(tmp_path):
         assert res.returncode != 0 and message in res.stderr, res.stderr
 
 
+def test_files_an_earlier_run_left_in_the_out_folder_are_named(tmp_path):
+    path = tmp_path / "ratings.csv"
+    pyrater.simulate("dawid_skene", 60, 4, n_categories=3, seed=2).data.to_long().to_csv(path, index=False)
+    out = tmp_path / "out"
+    (tmp_path / "notes.txt").write_text("mine")
+    gibbs = run("fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "30", "--out", str(out), "--quiet")
+    assert gibbs.returncode == 0 and (out / "trace.png").exists() and "earlier run" not in gibbs.stderr
+    (out / "notes.txt").write_text("the user's own file")
+    em = run("fit", str(path), "--method", "em", "--out", str(out), "--quiet")
+    assert em.returncode == 0, em.stderr
+    # the EM run writes no trace: the Gibbs run's is named, and nothing is removed; the user's file is not pyrater's
+    assert f"pyrater: warning: {out} still holds trace.png from an earlier run" in em.stderr
+    assert (out / "trace.png").exists() and "notes.txt" not in em.stderr
+
+
 # ------------------------------------------------------- new-user trial: flags, usage, advice in command-line terms
 def _record_fit(monkeypatch) -> list[dict]:
     """Replace pyrater.fit by a recorder that stops the command: the keyword arguments the CLI passed."""

@@ -438,6 +438,23 @@ def _short_summary(fit, summary, rater_table: pd.DataFrame, written: list[Path])
     return "\n".join(lines)
 
 
+#: every file a fit's --out folder may receive (which ones depends on the method, the model and the raters)
+_OUTPUT_NAMES = frozenset(
+    {
+        "parameters.csv",
+        "class_probabilities.csv",
+        "raters.csv",
+        "summary.txt",
+        "comparison.csv",
+        "raters.png",
+        "class_probabilities.png",
+        "prevalence.png",
+        "raters_least_accurate.png",
+        "trace.png",
+    }
+)
+
+
 def _write_outputs(fit, out: Path, quiet: bool) -> None:
     import matplotlib
 
@@ -447,6 +464,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     from .checking import plots
 
     out.mkdir(parents=True, exist_ok=True)
+    earlier = {p.name for p in out.iterdir() if p.name in _OUTPUT_NAMES}  # an earlier run's files, if any
     summary = fit.summary()
     rater_table = _rater_table(fit)
     written = [out / "parameters.csv", out / "class_probabilities.csv", out / "raters.csv", out / "summary.txt"]
@@ -455,10 +473,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     rater_table.to_csv(written[2])
     written[3].write_text(summary.to_string(full=True) + "\n")
     if fit.model_choice is not None:  # --model auto: the comparison that chose the model
-        table = fit.model_choice.table
-        if "chosen" not in table.columns:  # which row was chosen (unless the table says so already)
-            table = table.assign(chosen=table.index == fit.model_choice.chosen)
-        table.to_csv(out / "comparison.csv", index_label="model")
+        fit.model_choice.table.to_csv(out / "comparison.csv", index_label="model")  # its column chosen marks the choice
         written.append(out / "comparison.csv")
     figures = {
         "raters.png": plots.plot_raters(fit),
@@ -478,6 +493,13 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     if not quiet:
         print(_short_summary(fit, summary, rater_table, written))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    stale = sorted(earlier - {p.name for p in written})
+    if stale:
+        print(
+            f"pyrater: warning: {out} still holds {', '.join(stale)} from an earlier run, which this run did not "
+            "write: they do not describe this fit (remove them, or give each run its own --out)",
+            file=sys.stderr,
+        )
 
 
 # ------------------------------------------------------------------ priors and known classes
