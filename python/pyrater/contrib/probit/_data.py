@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._validation import labels_repr
 from ...data.ratings import RatingDataError
 
 __all__ = [
@@ -30,11 +31,7 @@ __all__ = [
 
 
 def _show(values: Sequence[Any], limit: int = 6) -> str:
-    values = list(values)
-    text = ", ".join(repr(v) for v in values[:limit])
-    if len(values) > limit:
-        text += f", ... ({len(values) - limit} more)"
-    return text
+    return labels_repr(values, limit)
 
 
 def _fail(problems: list[str], what: str) -> None:
