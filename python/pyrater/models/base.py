@@ -267,7 +267,7 @@ class ModelFamily:
         """
         if data.n_ratings and np.bincount(data.unit, minlength=data.n_units).max() < 2:
             warnings.warn(
-                f"no item has more than one rating ({data.n_ratings} ratings of {data.n_items} items by "
+                f"no item has more than one rating ({data.n_ratings_total} ratings of {data.n_items} items by "
                 f"{data.n_raters} rater{'s' if data.n_raters != 1 else ''}): the data cannot show how the raters "
                 "err, so the error matrices and the classes follow the priors; each item needs two or more "
                 "ratings (by different raters, or repeated) for a rating model to learn from",
