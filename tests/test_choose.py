@@ -332,3 +332,60 @@ def test_pointwise_information_averages_to_the_raters_mutual_information():
         expected += mine.sum() / R * np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1) / outer), 0.0))
     assert pmi.mean() == pytest.approx(expected, rel=1e-12)
     assert expected > 0.05
+
+
+# ------------------------------------------------------------------ step 0: the prior strength
+def test_with_prior_scale_multiplies_the_default_pseudo_counts():
+    from pyrater.models.base import default_beta
+
+    scaled = pyrater.DawidSkene().with_prior_scale(0.5, 4)
+    np.testing.assert_allclose(scaled.priors(4, 2)["beta"][1], default_beta(4, n=4.0))
+    np.testing.assert_allclose(scaled.priors(4, 2)["alpha"], pyrater.DawidSkene().priors(4, 2)["alpha"])
+    assert pyrater.DawidSkene(beta=np.full((4, 4), 2.0)).with_prior_scale(0.5, 4) is None  # the user's prior
+    assert pyrater.HomogeneousDawidSkene().with_prior_scale(0.5, 4) is None  # a family without the scale
+    with pytest.raises(ValueError, match="scale must be a positive number"):
+        pyrater.DawidSkene().with_prior_scale(0.0, 4)
+
+
+def _concentrated_errors(seed: int):
+    """Dawid-Skene data whose raters each confuse every class with one other class (40 ratings per rater)."""
+    K, J = 4, 40
+    theta = np.zeros((J, K, K))
+    for j in range(J):
+        for k in range(K):
+            theta[j, k, k] = 0.65
+            theta[j, k, (k + 1 + j % (K - 1)) % K] = 0.35  # rater's default prior spreads errors evenly
+    return pyrater.simulate("dawid_skene", 400, J, n_categories=K, raters_per_item=4, theta=theta, seed=seed)
+
+
+def test_auto_tunes_the_prior_strength_by_held_out_items_and_agrees_with_fitting_each_strength():
+    from pyrater.checking.choose import PRIOR_SCALES
+    from pyrater.models.base import default_beta
+
+    sim = _concentrated_errors(2)
+    auto = _quiet_fit(sim.data, "auto", candidates=["dawid_skene"], seed=1, progress=False)
+    choice = auto.model_choice
+    # the other route: each strength fitted by hand and scored on the comparison's split
+    elpd, fits = {}, {}
+    for scale in PRIOR_SCALES:
+        model = pyrater.DawidSkene(beta=default_beta(4, n=8.0 * scale))
+        fits[scale] = _quiet_fit(sim.data, model, method="em", seed=1, progress=False)
+        elpd[scale] = pyrater.kfold(fits[scale], seed=1, progress=False).elpd_i.to_numpy()
+    best = max(PRIOR_SCALES, key=lambda s: elpd[s].sum())
+    d = elpd[best] - elpd[1.0]
+    assert best < 1.0 and not equivalent_to_best(-d.sum(), np.sqrt(d.size * np.var(d)))
+    assert choice.prior_scale == {"dawid_skene": best}
+    assert f"prior strength x{best:g} of the default" in choice.reason
+    np.testing.assert_allclose(auto._point()[1], fits[best]._point()[1], atol=1e-8)
+    assert choice.table.loc["dawid_skene", "elpd_loo"] == pytest.approx(elpd[best].sum(), abs=1e-6)
+    # the raters' concentrated errors, learned with a weaker prior, label at least as well as the default
+    accuracy = {s: np.mean(f.class_probabilities().to_numpy().argmax(axis=1) == sim.z) for s, f in fits.items()}
+    assert accuracy[best] >= accuracy[1.0]
+
+
+def test_auto_keeps_a_prior_the_user_set():
+    sim = _concentrated_errors(2)
+    model = pyrater.DawidSkene(beta=np.full((4, 4), 2.0) + 4 * np.eye(4))
+    auto = _quiet_fit(sim.data, "auto", candidates=[model], seed=1, progress=False)
+    assert auto.model_choice.prior_scale == {}
+    np.testing.assert_allclose(auto.model.beta, model.beta)

@@ -5,6 +5,19 @@ alone (:func:`pyrater.compare`): point fits (EM, Stan's optimiser) by 10-fold
 cross-validation over items on one shared split, draws-based fits (Gibbs,
 NUTS) by PSIS-LOO.  The rule:
 
+0. by EM, a family named without priors that offers a prior scale
+   (Dawid-Skene, :meth:`~pyrater.models.base.ModelFamily.with_prior_scale`)
+   is fitted with its default prior's pseudo-counts times each of
+   :data:`PRIOR_SCALES` (0.25, 0.5, 1, 2), each fit scored on the same
+   10-fold split; the default is kept unless another strength predicts the
+   held-out items clearly better (not ``equivalent``, as in step 2), and the
+   kept fit is the family's candidate (``ModelChoice.prior_scale``; the
+   reason names a strength other than the default).  How strongly the
+   raters' error matrices should be pulled towards the prior is a property
+   of the crowd (many or few ratings per rater, errors spread or
+   concentrated), which held-out items measure; the choice among four
+   strengths is itself fitted to the folds, a small optimism against the
+   other candidates (a few nats, below the ``equivalent`` margin);
 1. rank the candidates by elpd, the expected log predictive density of a
    new item's ratings;
 2. among the candidates whose elpd is not separated from the best one's
@@ -47,7 +60,7 @@ from ..fits.base import Fit
 from ..models import Model, get_model, model_names
 from ..models.base import mode_priors as _mode_priors
 from .agreement import held_out_agreement, vote_held_out_agreement
-from .compare import BASELINE_NAME, compare, equivalent_to_best
+from .compare import BASELINE_NAME, _kfold_on_split, compare, equivalent_to_best
 from .vote_model import category_counts
 
 __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
@@ -62,6 +75,8 @@ LABEL_SE_MULTIPLE = 2.0
 _TIE = 1e-9
 #: methods whose fits are posterior modes (scored by K-fold)
 _MODE_METHODS = ("em", "optimize")
+#: multiples of a family's default prior strength tried by ``method="em"`` (1: the default); see step 0 of the rule
+PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,11 @@ class ModelChoice:
         ``{name: why}`` of candidates that could not be fitted to these data
         (say, a family for ordered scales on two categories), and of priors
         changed so that a mode exists.
+    prior_scale : dict
+        ``{name: scale}`` for the candidates whose prior strength was tuned
+        (``method="em"``, a family named without priors that offers it:
+        Dawid-Skene): the multiple of the default prior's pseudo-counts kept,
+        1.0 where the default held (step 0 of the rule).
     """
 
     chosen: str
@@ -99,6 +119,7 @@ class ModelChoice:
     table: pd.DataFrame
     fits: dict[str, Fit] = field(repr=False)
     skipped: dict[str, str] = field(default_factory=dict)
+    prior_scale: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         with pd.option_context("display.width", 120, "display.max_columns", 20):
@@ -196,6 +217,18 @@ def choose_model(
         raise ValueError(
             "no candidate could be fitted to these data: " + "; ".join(f"{n}: {why}" for n, why in skipped.items())
         )
+    prior_scale: dict[str, float] = {}
+    tuning: list[str] = []
+    if method == "em":
+        for name in list(fits):
+            tuned = _tune_prior_scale(models[name], fits[name], fit_one, K, J, seed=seed, progress=progress)
+            if tuned is not None:
+                fits[name], prior_scale[name], gain = tuned
+                if prior_scale[name] != 1.0:
+                    tuning.append(
+                        f"{name}'s prior strength x{prior_scale[name]:g} of the default "
+                        f"(10-fold elpd {gain[0]:+.1f} \u00b1 {gain[1]:.1f} over the default's)"
+                    )
     baseline = not has_known
     if len(fits) == 1 and not baseline:
         only = next(iter(fits))
@@ -203,13 +236,11 @@ def choose_model(
         reason = f"{only}: the only candidate that could be fitted (known items: no majority-vote baseline)"
         chosen = only
     else:
-        from .kfold import DEFAULT_FOLDS, kfold
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # per-fit LOO warnings: the table's warning column carries them
             for f in fits.values():
                 if not f.has_draws:  # scored here so the progress setting holds; compare uses the result
-                    kfold(f, DEFAULT_FOLDS, seed=seed, progress=progress)
+                    _kfold_on_split(f, seed, progress)
             table = compare(fits, seed=seed, baseline=baseline, progress=progress)
         if method in _MODE_METHODS:
             table = _with_held_out_agreement(table, fits)
@@ -218,8 +249,10 @@ def choose_model(
         table = _with_agreement(table, fits)
         chosen = _pick(table, _pointwise(fits))
         reason = _reason(table, method, chosen)
+    if tuning:
+        reason += "; " + "; ".join(tuning)
     table = table.assign(chosen=table.index == chosen)  # the rule is not the rank: see the reason
-    choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped)
+    choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped, prior_scale=prior_scale)
     best = fits[chosen]
     best.__dict__["_model_choice"] = choice
     if BASELINE_NAME in table.index and _baseline_matches(table, chosen):
@@ -230,6 +263,46 @@ def choose_model(
             stacklevel=user_stacklevel(),
         )
     return best, choice
+
+
+def _tune_prior_scale(
+    model: Model, fit: Fit, fit_one: Any, K: int, J: int, *, seed: int, progress: bool
+) -> tuple[Fit, float, tuple[float, float]] | None:
+    """Step 0 of the rule: the family's prior strength, by 10-fold elpd; None if the family offers no scale.
+
+    The family is fitted again with its default prior's pseudo-counts times
+    each of :data:`PRIOR_SCALES` and every fit is scored on the comparison's
+    10-fold split.  The default is kept unless the best scale predicts the
+    held-out items clearly better (:func:`equivalent_to_best`, paired by
+    item, as in step 2).  Returns ``(fit, scale, (gain, se))``: the fit kept,
+    its scale and its elpd gain over the default's with the standard error
+    of the paired difference.
+    """
+    variants: dict[float, Fit] = {}
+    for scale in PRIOR_SCALES:
+        if scale == 1.0:
+            continue
+        scaled = model.with_prior_scale(scale, K)
+        if scaled is None:
+            return None
+        scaled, _ = _mode_priors(scaled, K, J)
+        try:
+            variants[scale] = fit_one(scaled, "em")
+        except ValueError:  # refused as the default was not: keep the default
+            return fit, 1.0, (0.0, 0.0)
+    variants[1.0] = fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # per-fit warnings: the comparison's table carries the kept fit's
+        elpd = {s: _kfold_on_split(f, seed, progress).elpd_i.to_numpy() for s, f in variants.items()}
+    best = max(sorted(elpd), key=lambda s: float(elpd[s].sum()))
+    d = elpd[best] - elpd[1.0]
+    gain = float(d.sum())
+    if best == 1.0 or not np.isfinite(float(elpd[best].sum())):
+        return fit, 1.0, (0.0, 0.0)
+    dse = float(np.sqrt(d.size * np.var(d))) if np.all(np.isfinite(d)) else float("inf")
+    if np.isfinite(gain) and equivalent_to_best(-gain, dse):
+        return fit, 1.0, (0.0, 0.0)
+    return variants[best], best, (gain, dse)
 
 
 def _with_held_out_agreement(table: pd.DataFrame, fits: dict[str, Fit]) -> pd.DataFrame:

@@ -275,6 +275,17 @@ class ModelFamily:
                 stacklevel=user_stacklevel(),
             )
 
+    def with_prior_scale(self, scale: float, K: int) -> ModelFamily | None:
+        """The family with its default error-matrix prior's pseudo-counts times ``scale``, or None.
+
+        ``pyrater.fit(data, "auto")`` (method ``"em"``) tries a few prior
+        strengths of a family that offers them and keeps another than the
+        default only where it predicts held-out items clearly better
+        (:mod:`pyrater.checking.choose`).  None (the default): the family
+        offers no such scale, or the user set the prior.
+        """
+        return None
+
     def mode_start(self, pi: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray] | None:
         """Stan parameters at a mode found by EM (``pi`` (K,), ``theta`` (J, K, K)), or None."""
         return None

@@ -7,12 +7,14 @@ Categorical(pi)``, each rating of item ``i`` by rater ``j`` ~
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._validation import check_number
 from .base import (
+    PRIOR_N,
     ModelFamily,
     default_beta,
     diagonal_heavy_rows,
@@ -67,6 +69,16 @@ class DawidSkene(ModelFamily):
         if beta.ndim == 2:
             beta = np.broadcast_to(beta, (J, K, K)).copy()
         return {"alpha": resolve_alpha(self.alpha, K), "beta": beta}
+
+    def with_prior_scale(self, scale: float, K: int) -> DawidSkene | None:
+        """Dawid-Skene with rater's default ``beta`` times ``scale`` (None when ``beta`` was set).
+
+        ``scale`` multiplies the prior's strength (rater's ``N = 8`` pseudo-counts per row) and keeps
+        its shape (0.6 of the weight on the diagonal); ``alpha`` is unchanged.
+        """
+        if self.beta is not None:
+            return None
+        return replace(self, beta=default_beta(K, n=PRIOR_N * check_number("scale", scale, 0, strict_minimum=True)))
 
     def stan_priors(self, priors: dict[str, np.ndarray], K: int, J: int) -> dict[str, np.ndarray]:
         """The prior entries of the Stan program's data block."""
