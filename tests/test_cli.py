@@ -507,6 +507,34 @@ def test_column_options_name_the_columns_of_long_data(tmp_path):
     assert res.returncode == 2 and "--rater names a column of long data (--format long)" in res.stderr
 
 
+def test_raters_chooses_the_rater_columns_of_a_wide_table(tmp_path):
+    sim, _ = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
+    wide = sim.data.to_wide().rename(columns=str)
+    wide["age_group"] = np.resize([1, 2], len(wide))  # a covariate whose values fall inside the rating scale
+    path = tmp_path / "wide.csv"
+    wide.rename_axis(index="item", columns=None).reset_index().to_csv(path, index=False)
+    flags = ["--format", "wide", "--method", "em", "--quiet"]
+    assert run("fit", str(path), *flags, "--out", str(tmp_path / "all")).returncode == 0
+    assert "age_group" in pd.read_csv(tmp_path / "all" / "raters.csv")["rater"].astype(str).tolist()  # read as a rater
+    raters = ",".join(str(r) for r in sim.data.rater_labels)
+    res = run("fit", str(path), *flags, "--raters", raters, "--out", str(tmp_path / "chosen"))
+    assert res.returncode == 0, res.stderr
+    got = pd.read_csv(tmp_path / "chosen" / "raters.csv")["rater"].astype(str).tolist()
+    assert got == [str(r) for r in sim.data.rater_labels]
+    ref = pyrater.fit(sim.data, "dawid_skene", method="em", seed=1, progress=False)
+    probs = pd.read_csv(tmp_path / "chosen" / "class_probabilities.csv", index_col=0)
+    np.testing.assert_allclose(probs[["1", "2"]].to_numpy(), ref.class_probabilities().to_numpy(), atol=1e-9)
+    for bad, message in [
+        (f"{raters},nope", "--raters: no column 'nope' in"),
+        (f"{raters},", "give comma-separated column names"),
+        (f"{raters},{sim.data.rater_labels[0]}", "twice"),
+    ]:
+        res = run("fit", str(path), *flags, "--raters", bad, "--out", str(tmp_path / "bad"))
+        assert res.returncode == 2 and message in res.stderr, res.stderr
+    res = run("fit", str(path), "--raters", raters, "--out", str(tmp_path / "long"))
+    assert res.returncode == 2 and "long data names its one rater column with --rater" in res.stderr
+
+
 def test_a_long_file_read_as_wide_is_told_to_read_it_as_long(tmp_path):
     sim, path = _sim_csv(tmp_path, n_items=60, n_raters=40, n_categories=3, raters_per_item=3)
     res = run("fit", str(path), "--format", "wide", "--method", "em", "--out", str(tmp_path / "o"))

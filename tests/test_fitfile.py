@@ -112,6 +112,17 @@ def test_em_round_trip(method, which, request, tmp_path):
     assert back.timings == fit.timings and back.backend == fit.backend
 
 
+def test_a_suffix_of_another_format_is_warned_about_and_the_file_still_loads(long_data, tmp_path):
+    fit = pyrater.em(long_data, method="map", n_restarts=1, seed=1)
+    with pytest.warns(UserWarning, match=r"netCDF4/HDF5 fit file, not a pickle as its suffix '\.pkl' suggests"):
+        path = fit.save(tmp_path / "fit.pkl")
+    assert_same_fit(fit, pyrater.load(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the suggested suffix, or none: no warning
+        fit.save(tmp_path / "fit.nc")
+        fit.save(tmp_path / "fit")
+
+
 def test_em_keeps_its_known_items_through_the_file(long_data, tmp_path):
     data = long_data
     known = {data.unit_labels[2]: data.categories[0], data.unit_labels[5]: data.categories[1]}

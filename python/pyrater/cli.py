@@ -151,6 +151,16 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
         for role in ("item", "rater", "rating"):
             if getattr(args, role, None) is not None:
                 options[role] = getattr(args, role)
+    raters = getattr(args, "raters", None)
+    if raters is not None:  # the flag itself was checked before the file was read (_check_column_options)
+        names = [name.strip() for name in raters.split(",")]
+        missing = [name for name in names if name not in df.columns]
+        if missing:
+            raise CLIError(
+                f"--raters: no column {', '.join(map(repr, missing))} in {path}; its columns are "
+                f"{', '.join(map(str, df.columns))}"
+            )
+        options["raters"] = names
     if data_format == "wide":
         if args.item is not None:
             options["item"] = args.item
@@ -340,6 +350,19 @@ def _check_column_options(args: argparse.Namespace) -> None:
         )
     if getattr(args, "item", None) is not None and args.format == "grouped":
         raise CLIError("--item names the item column of long or wide data; a grouped table has no item column")
+    raters = getattr(args, "raters", None)
+    if raters is not None:
+        if args.format == "long":
+            raise CLIError(
+                "--raters names the rater columns of a wide or grouped table (--format wide or grouped); long "
+                "data names its one rater column with --rater"
+            )
+        names = [name.strip() for name in raters.split(",")]
+        if not all(names):
+            raise CLIError(f"--raters {raters!r}: give comma-separated column names, e.g. r1,r2,r3")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise CLIError(f"--raters names {', '.join(map(repr, twice))} twice; name each rater column once")
 
 
 def _memory_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
@@ -887,6 +910,12 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
         "--item", default=None, help="item column of long data (default item), or of a wide table (default: none)"
     )
     p.add_argument("--rater", default=None, help="rater column of long data (default rater)")
+    p.add_argument(
+        "--raters",
+        default=None,
+        help="comma-separated rater columns of a wide or grouped table, e.g. r1,r2,r3 (default: every column "
+        "but the item or tally column); other columns are left out",
+    )
     p.add_argument("--rating", default=None, help="rating column of long data (default rating)")
     p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
     p.add_argument(

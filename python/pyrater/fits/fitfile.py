@@ -561,6 +561,36 @@ def _encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: suffixes that name another file format than a fit file's (netCDF4/HDF5)
+_OTHER_FORMATS = {
+    ".pkl": "a pickle",
+    ".pickle": "a pickle",
+    ".joblib": "a joblib pickle",
+    ".csv": "a CSV table",
+    ".tsv": "a tab-separated table",
+    ".txt": "a text file",
+    ".json": "JSON",
+    ".npy": "a numpy array",
+    ".npz": "a numpy archive",
+    ".parquet": "a Parquet table",
+    ".feather": "a Feather table",
+    ".xlsx": "an Excel workbook",
+    ".zarr": "a Zarr store",
+}
+
+
+def _check_suffix(path: Path) -> None:
+    """Warn when ``path``'s suffix names another format than the netCDF4/HDF5 file that is written."""
+    kind = _OTHER_FORMATS.get(path.suffix.lower())
+    if kind is not None:
+        warnings.warn(
+            f"{str(path)!r} will be a netCDF4/HDF5 fit file, not {kind} as its suffix {path.suffix!r} suggests: "
+            f"load it with pyrater.load (or az.from_netcdf); the suggested suffix is '.nc'",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
     """Write ``fit`` to ``path`` (see the module docstring); returns the path.
 
@@ -592,6 +622,7 @@ def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
             f"pyrater.fits.fitfile.register_fit_class({method!r}, {cls.__name__}) so the file can be loaded"
         )
     path = Path(path)
+    _check_suffix(path)
     data: RatingData = fit.data
     groups: dict[str, xr.Dataset] = {}
     fields_json: dict[str, Any] = {}
