@@ -527,8 +527,10 @@ def _check_rater_columns(df: pd.DataFrame, raters: list[Any], fmt: str, problems
     if len(raters) < 2:
         return False
     kinds = {c: _column_kinds(df[c]) for c in raters}
-    hint_raters = "pass raters=[...] to name the rater columns (command line: give the table only rater columns)"
-    grouped_hint = "data_format='grouped' (command line: --format grouped --tally {0})"
+    hint_raters = "pass raters=[...] to name the rater columns (command line: --raters col1,col2,...)"
+    grouped_hint = (
+        "RatingData.from_grouped, or data_format='grouped' in pyrater.fit (command line: --format grouped --tally {0})"
+    )
     if fmt == "wide":
         for c in raters:
             k, u = kinds[c]
@@ -1188,7 +1190,8 @@ class RatingData:
                     f"the columns {names} look like long data (one row per rating), not a {fmt} table with one "
                     "column per rater"
                 ],
-                "hint: read it as long data: data_format='long' (command line: --format long)",
+                "hint: read it as long data: RatingData.from_long, or data_format='long' in pyrater.fit (command line: "
+                "--format long)",
             )
         _check_ambiguous(df, raters + list(special.values()), problems)
         block = df[raters]
@@ -1691,12 +1694,14 @@ def _suggest_format(df: pd.DataFrame, asked: str) -> str | None:
     cols = [str(c).strip().lower() for c in df.columns]
     if asked != "long" and {"item", "rater", "rating"} <= set(cols):
         return (
-            "hint: the columns item, rater, rating suggest long data (data_format='long'; command line: --format long)"
+            "hint: the columns item, rater, rating suggest long data (RatingData.from_long, or data_format='long' in "
+            "pyrater.fit; command line: --format long)"
         )
     if asked != "grouped" and cols and cols[-1] in ("n", "count", "tally", "freq", "frequency", "weight"):
         return (
             f"hint: the last column {_r(df.columns[-1])} looks like a tally: is this grouped data "
-            f"(data_format='grouped', tally={_r(df.columns[-1])}; command line: --format grouped --tally "
+            f"(RatingData.from_grouped, or data_format='grouped' in pyrater.fit, with tally={_r(df.columns[-1])}; "
+            f"command line: --format grouped --tally "
             f"{df.columns[-1]})?"
         )
     if asked == "grouped" and cols and cols[-1] in ("count", "tally", "freq", "frequency", "weight"):
@@ -1707,8 +1712,9 @@ def _suggest_format(df: pd.DataFrame, asked: str) -> str | None:
     if asked == "long" and not ({"item", "rater", "rating"} & set(cols)):
         return (
             "hint: name the columns with item=..., rater=..., rating=... (command line: --item, --rater, --rating); "
-            "a table with one column per rater is wide data (data_format='wide'; command line: --format wide), "
-            "or grouped data if it has a tally column (data_format='grouped'; command line: --format grouped)"
+            "a table with one column per rater is wide data (RatingData.from_wide, or data_format='wide' in "
+            "pyrater.fit; command line: --format wide), or grouped data if it has a tally column "
+            "(RatingData.from_grouped, or data_format='grouped'; command line: --format grouped)"
         )
     return None
 
