@@ -60,8 +60,18 @@ def run_one(name: str, data_dir: Path, details: Path | None = None) -> tuple[lis
     choice = auto.model_choice
     for family, fit in choice.fits.items():
         rows.append({"dataset": name, "K": K, "method": family, **score(fit, truth)})
+    # the reference of the targets: Dawid-Skene with rater's default prior (auto's may have another strength)
+    rows.append({"dataset": name, "K": K, "method": "DS", **score(default_ds(data), truth)})
     rows.append(
-        {"dataset": name, "K": K, "method": "auto", "chosen": choice.chosen, **score(auto, truth), "seconds": seconds}
+        {
+            "dataset": name,
+            "K": K,
+            "method": "auto",
+            "chosen": choice.chosen,
+            **score(auto, truth),
+            "seconds": seconds,
+            "ds_scale": choice.prior_scale.get("dawid_skene", np.nan),
+        }
     )
     # the rule before held-out agreement: elpd alone (the simplest of the candidates equivalent to the best)
     by_elpd = _pick(choice.table.drop(columns=["labels_as_well"], errors="ignore"), _pointwise(choice.fits))
@@ -87,6 +97,13 @@ def run_one(name: str, data_dir: Path, details: Path | None = None) -> tuple[lis
         arrays["gold"] = np.asarray([list(data.categories).index(c) for c in truth.to_numpy()])
         np.savez_compressed(details / f"realdata_auto_{name}.npz", **arrays)
     return rows, table
+
+
+def default_ds(data: pyrater.RatingData) -> pyrater.Fit:
+    """Dawid-Skene by EM with rater's default prior, seed 1 (auto's candidate before its prior strength is tuned)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pyrater.fit(data, "dawid_skene", method="em", seed=SEED, progress=False)
 
 
 def _markdown(table: pd.DataFrame) -> list[str]:
@@ -173,7 +190,8 @@ def rechoose(res: pd.DataFrame, tables: pd.DataFrame, details: list[Path]) -> pd
             row = rows.loc[family].to_dict()
             row.update(dataset=name, method=method, chosen=family)
             if method == "auto":
-                row["seconds"] = rows.loc["auto", "seconds"] if "auto" in rows.index else np.nan
+                for key in ("seconds", "ds_scale"):
+                    row[key] = rows.loc["auto", key] if "auto" in rows.index and key in rows.columns else np.nan
             out.append(pd.DataFrame([row]))
     return pd.concat(out, ignore_index=True)
 
@@ -208,13 +226,13 @@ def report(
 ) -> None:
     """Write ``RESULTS_realdata_auto.md`` from the per-set rows (and auto's comparison tables)."""
     acc = res.pivot(index="dataset", columns="method", values="accuracy")
-    first = ["MV", "dawid_skene"]
+    first = ["MV", "DS", "dawid_skene"]
     last = ["auto_agree", "auto_as_well", "auto"]
     cols = first + [c for c in acc.columns if c not in first + last] + [c for c in last if c in acc.columns]
     acc = acc[cols]
     chosen = res[res["method"] == "auto"].set_index("dataset")["chosen"]
     by_agree = res[res["method"] == "auto_agree"].set_index("dataset")["chosen"]
-    best_mv_ds = acc[["MV", "dawid_skene"]].max(axis=1)
+    best_mv_ds = acc[["MV", "DS"]].max(axis=1)
     means = acc.mean()
     ok = int((acc["auto"] >= best_mv_ds - 0.005 - 1e-12).sum())
     ok_agree = int((acc["auto_agree"] >= best_mv_ds - 0.005 - 1e-12).sum()) if "auto_agree" in acc else 0
@@ -222,6 +240,7 @@ def report(
     n = len(acc)
     missing = [d for d in list_datasets(DEFAULT_DATA) if d not in acc.index]
     seconds = res[res["method"] == "auto"].set_index("dataset")["seconds"]
+    scale = res[res["method"] == "auto"].set_index("dataset").get("ds_scale", pd.Series(dtype=float))
     lines = [
         '# The data choose: `fit(data, "auto")` on real gold-labelled data',
         "",
@@ -232,8 +251,10 @@ def report(
         f"repository): the {n} categorical gold sets of `bench/realdata.py` (`snow_emotion_numeric` holds numeric "
         "scores, not categories, and is left out).",
         "- Every fit: EM posterior mode with the family's default priors (a pseudo-count below 1: the mode on the "
-        "log-odds scale, as `auto` does), seed 1; the families' fits are the ones `auto` made. The gold labels "
-        "are used for scoring only.",
+        "log-odds scale, as `auto` does), seed 1; the families' fits are the ones `auto` made, so the "
+        "`dawid_skene` column has the prior strength auto kept (`DS strength`: the multiple of rater's default "
+        "prior, docs/guide/checking.md). `DS`: Dawid-Skene with rater's default prior, the reference of the "
+        "targets. The gold labels are used for scoring only.",
         '- `auto`: `pyrater.fit(data, "auto", seed=1)`: the simplest of the candidates whose 10-fold elpd is not '
         "separated from the best (docs/guide/checking.md), recomputed from each run's saved table and per-item "
         "elpd by `choose._pick` (the rule of the code; the fits do not depend on it). Two rules studied and not "
@@ -255,7 +276,7 @@ def report(
         "| target | measured | met |",
         "|---|---|---|",
         f"| mean accuracy >= 0.815 (crowd-kit's best single method, DS, 0.807) | {means['auto']:.3f} "
-        f"(highest agreement {means.get('auto_agree', float('nan')):.3f}, DS {means['dawid_skene']:.3f}, "
+        f"(highest agreement {means.get('auto_agree', float('nan')):.3f}, DS {means['DS']:.3f}, "
         f"MV {means['MV']:.3f}) "
         f"| {'yes' if means['auto'] >= 0.815 else 'no'} |",
         f"| at least max(MV, DS) - 0.005 on 15 or more sets | {ok} of {n} (highest agreement {ok_agree}) | "
@@ -264,17 +285,18 @@ def report(
         "",
         "## Accuracy on the gold items",
         "",
-        "| dataset | K | " + " | ".join(cols) + " | auto chose | highest agreement | auto s |",
-        "|---|---|" + "---|" * len(cols) + "---|---|---|",
+        "| dataset | K | " + " | ".join(cols) + " | auto chose | DS strength | highest agreement | auto s |",
+        "|---|---|" + "---|" * len(cols) + "---|---|---|---|",
     ]
     Ks = res.groupby("dataset")["K"].first()
     for name, row in acc.iterrows():
         cells = [f"{row[c]:.3f}" if pd.notna(row[c]) else "–" for c in cols]
         lines.append(
             f"| {name} | {Ks[name]} | " + " | ".join(cells) + f" | {chosen.get(name, '')} | "
+            f"{'x' + format(scale[name], 'g') if pd.notna(scale.get(name)) else '–'} | "
             f"{by_agree.get(name, '')} | {seconds.get(name, float('nan')):.0f} |"
         )
-    lines.append("| **mean** | | " + " | ".join(f"**{means[c]:.3f}**" for c in cols) + " | | | |")
+    lines.append("| **mean** | | " + " | ".join(f"**{means[c]:.3f}**" for c in cols) + " | | | | |")
     pub = _published(list(acc.index))
     if not pub.empty:
         lines += [
@@ -293,7 +315,7 @@ def report(
             cells = [f"{v:.3f}" if pd.notna(v) else "–" for v in row]
             lines.append(
                 f"| {name} | " + " | ".join(cells) + f" | {acc.loc[name, 'MV']:.3f} | "
-                f"{acc.loc[name, 'dawid_skene']:.3f} | {acc.loc[name, 'auto']:.3f} |"
+                f"{acc.loc[name, 'DS']:.3f} | {acc.loc[name, 'auto']:.3f} |"
             )
     if details and tables is not None:
         gold_rows = {}

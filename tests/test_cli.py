@@ -732,6 +732,22 @@ def test_fit_model_auto_writes_the_comparison(tmp_path):
     ):
         res = run("fit", str(path), "--model", "auto", "--out", str(tmp_path / "o2"), *bad)
         assert res.returncode != 0 and message in res.stderr, res.stderr
+        # said before the file is read
+        res = run("fit", str(tmp_path / "missing.csv"), "--model", "auto", "--out", str(tmp_path / "o3"), *bad)
+        assert res.returncode == 2 and message in res.stderr and "file not found" not in res.stderr, res.stderr
+
+
+def test_a_model_its_method_cannot_fit_is_refused_before_the_file_is_read(tmp_path):
+    missing = str(tmp_path / "missing.csv")
+    res = run("fit", missing, "--model", "hierarchical", "--method", "gibbs", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "file not found" not in res.stderr
+    assert "--model hierarchical cannot be fitted by --method gibbs; its methods are mcmc, optimize, pathfinder" in (
+        res.stderr
+    )
+    res = run("fit", missing, "--model", "ordinal", "--method", "gibbs", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "its methods are mcmc, optimize, pathfinder, em, em-ml" in res.stderr
+    res = run("fit", missing, "--model", "ordinal", "--method", "em", "--out", str(tmp_path / "o"))
+    assert "file not found" in res.stderr  # a pair that goes together reaches the file
 
 
 def test_files_an_earlier_run_left_in_the_out_folder_are_named(tmp_path):
@@ -940,12 +956,11 @@ def test_python_values_and_attributes_in_messages_get_the_command_lines_terms(tm
     assert cli._command_line_terms(note, args) == note.replace(
         "fit.model_choice.table", str(tmp_path / "o" / "comparison.csv")
     )
-    # end to end: pyrater.fit's refusal of a model the method cannot fit
-    _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
-    res = run("fit", str(path), "--model", "hierarchical", "--method", "gibbs", "--out", str(tmp_path / "o"))
-    assert res.returncode == 2
-    assert (
-        res.stderr.strip()
-        .splitlines()[-1]
-        .endswith("(command line: --method gibbs, --method mcmc, --method optimize, --method pathfinder)")
+    # pyrater.fit's refusal of a model the method cannot fit (the command line now refuses the pair itself,
+    # before reading the file: test_a_model_its_method_cannot_fit_is_refused_before_the_file_is_read)
+    sim, _ = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    with pytest.raises(ValueError) as refused:
+        pyrater.fit(sim.data, "hierarchical", method="gibbs")
+    assert cli._command_line_terms(str(refused.value), args).endswith(
+        "(command line: --method gibbs, --method mcmc, --method optimize, --method pathfinder)"
     )

@@ -651,24 +651,15 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
 
 def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd.Series | None):
     """``--model auto``: :func:`pyrater.fit` with ``model="auto"`` (each family with its default priors)."""
-    from .checking.choose import AUTO_METHODS
     from .fitting import fit
 
-    if method == "em-ml":
-        raise CLIError("--ml is not available with --model auto: EM compares its candidates at their posterior modes")
-    if method not in AUTO_METHODS:
-        raise CLIError(f"--model auto fits its candidates by --method {' or '.join(AUTO_METHODS)}; got {method}")
-    if any(getattr(args, name, None) is not None for name in ("priors", "alpha", "beta_diag", "beta_off")):
-        raise CLIError("--model auto fits each family with its default priors: drop --priors/--alpha/--beta-*")
     kwargs: dict[str, Any] = {
         "seed": args.seed,
         "known": known,
         **_memory_options(args, method),
         **_sampler_options(args, method),
     }
-    if args.restarts is not None:
-        if method != "optimize":
-            raise CLIError(f"--restarts is not used by --model auto with --method {method}")
+    if args.restarts is not None:  # only with --method optimize (_check_model_method)
         kwargs["n_inits"] = args.restarts + 1
     result = fit(data, "auto", method=cast(Method, method), progress=not args.quiet, **kwargs)
     print(result.model_choice.reason, file=sys.stderr)
@@ -730,9 +721,39 @@ def _sampler_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
     return options
 
 
+def _check_model_method(args: argparse.Namespace) -> None:
+    """--model and --method that do not go together: said before the file is read."""
+    method = _method(args)
+    fit_method = "em" if method == "em-ml" else method
+    if args.model == "auto":
+        from .checking.choose import AUTO_METHODS
+
+        if method == "em-ml":
+            raise CLIError(
+                "--ml is not available with --model auto: EM compares its candidates at their posterior modes"
+            )
+        if method not in AUTO_METHODS:
+            raise CLIError(f"--model auto fits its candidates by --method {' or '.join(AUTO_METHODS)}; got {method}")
+        if any(getattr(args, name, None) is not None for name in ("priors", "alpha", "beta_diag", "beta_off")):
+            raise CLIError("--model auto fits each family with its default priors: drop --priors/--alpha/--beta-*")
+        if args.restarts is not None and method != "optimize":
+            raise CLIError(f"--restarts is not used by --model auto with --method {method}")
+        return
+    from .models import get_model
+
+    try:
+        family = get_model(args.model)
+    except ValueError:
+        return  # an unknown model: the parser's choices, or the model's own message later
+    if fit_method not in family.methods:
+        shown = ", ".join("em, em-ml" if m == "em" else m for m in family.methods)
+        raise CLIError(f"--model {args.model} cannot be fitted by --method {method}; its methods are {shown}")
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
     _check_method_options(args)
     _check_column_options(args)
+    _check_model_method(args)
     _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
     out = Path(args.out)
     _check_out(out)
