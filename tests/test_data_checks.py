@@ -138,3 +138,20 @@ def test_cli_refuses_grouped_data_read_as_wide(tmp_path, capsys):
     code, err = _cli(tmp_path, text, "--format", "grouped", capsys=capsys)
     assert code == 0, err
     assert "4 patterns of 79 items" in err and "237 ratings" in err
+
+
+def test_a_grouped_tally_under_another_name_is_pointed_at(caries_path, tmp_path, capsys):
+    caries = pd.read_csv(caries_path).rename(columns={"n": "patients"})
+    with pytest.raises(RatingDataError) as err:
+        RatingData.from_grouped(caries)
+    assert "tally column 'n' not found" in str(err.value)
+    assert "column 'patients' looks like the tally" in str(err.value) and "tally='patients'" in str(err.value)
+    following = RatingData.from_grouped(caries, tally="patients")  # the advice works
+    assert following.n_items == caries["patients"].sum()
+    # no guess where no column stands out (two candidate counts), nor for text
+    two = caries.assign(visits=caries["patients"] * 2)
+    with pytest.raises(RatingDataError) as err:
+        RatingData.from_grouped(two)
+    assert "looks like the tally" not in str(err.value)
+    code, err = _cli(tmp_path, caries.to_csv(index=False), "--format", "grouped", capsys=capsys)
+    assert code == 2 and "(command line: --tally patients)" in err

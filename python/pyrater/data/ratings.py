@@ -1664,7 +1664,40 @@ def _missing_column(name: Any, role: str, df: pd.DataFrame) -> str:
         close = [lookup[m] for m in difflib.get_close_matches(want, list(lookup), n=3, cutoff=0.75)]
     if close:
         msg += f" (did you mean {' or '.join(_r(c) for c in close)}?)"
+    elif role == "tally":
+        counts = _tally_like_columns(df)
+        if len(counts) == 1:
+            c = counts[0]
+            msg += (
+                f"; column {_r(c)} looks like the tally (its values lie far outside the other columns' ratings): "
+                f"pass tally={_r(c)} (command line: --tally {c})"
+            )
     return msg
+
+
+def _tally_like_columns(df: pd.DataFrame) -> list[Any]:
+    """Columns of non-negative integers mostly outside the values of every other column, reaching well beyond them.
+
+    The other columns must hold integers on a small scale (2 to 20 values): the ratings of grouped data.
+    """
+    values = {}
+    for c in df.columns:
+        num = pd.to_numeric(df[c], errors="coerce")
+        if pd.api.types.is_bool_dtype(df[c].dtype) or num.isna().any():
+            return []  # text, booleans or gaps: no safe guess
+        arr = num.to_numpy(dtype=float)
+        if (np.mod(arr, 1) != 0).any() or (arr < 0).any():
+            return []
+        values[c] = set(arr.tolist())
+    found = []
+    for c, own in values.items():
+        others = set().union(*(v for o, v in values.items() if o != c))
+        if not 2 <= len(others) <= 20:
+            continue
+        outside = own - others
+        if len(outside) >= max(3, len(own) / 2) and max(own) >= max(10.0, 2 * max(others)):
+            found.append(c)
+    return found
 
 
 def _check_tally(df: pd.DataFrame, tally: Any, problems: list[str]) -> np.ndarray:
