@@ -339,6 +339,17 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     np.testing.assert_allclose(cal[cats].to_numpy(), ref.probabilities.to_numpy(), atol=1e-9)
     assert f"{ref.scores.loc['after', 'ece']:.4f}" in res.stdout
     assert f"perfectly calibrated probabilities would score about {ref.ece_noise:.4f} on these 80 items" in res.stdout
+    assert "earlier run" not in res.stderr
+    rerun = subprocess.run(res.args, capture_output=True, text=True, timeout=600)  # --gold again: rewritten, no warning
+    assert rerun.returncode == 0 and "earlier run" not in rerun.stderr, rerun.stderr
+    # the same --out without --gold: the calibrated probabilities of the earlier run are named, not taken for this fit's
+    again = subprocess.run(
+        [sys.executable, "-m", "pyrater.cli", "fit", str(ratings), "--method", "em", "--out", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0 and "still holds calibrated_probabilities.csv from an earlier run" in again.stderr
     bad = tmp_path / "bad_gold.csv"
     pd.DataFrame({"item": ["ghost"] + list(gold.index[:20]), "label": ["1"] + list(gold.iloc[:20])}).to_csv(
         bad, index=False

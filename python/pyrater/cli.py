@@ -474,11 +474,13 @@ _OUTPUT_NAMES = frozenset(
         "prevalence.png",
         "raters_least_accurate.png",
         "trace.png",
+        "calibrated_probabilities.csv",
     }
 )
 
 
-def _write_outputs(fit, out: Path, quiet: bool) -> None:
+def _write_outputs(fit, out: Path, quiet: bool, later: tuple[str, ...] = ()) -> None:
+    """Write the fit's tables, summary and figures to ``out``; ``later``: files the caller writes next (--gold)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -516,7 +518,7 @@ def _write_outputs(fit, out: Path, quiet: bool) -> None:
     if not quiet:
         print(_short_summary(fit, summary, rater_table, written))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
-    stale = sorted(earlier - {p.name for p in written})
+    stale = sorted(earlier - {p.name for p in written} - set(later))
     if stale:
         print(
             f"pyrater: warning: {out} still holds {', '.join(stale)} from an earlier run, which this run did not "
@@ -771,7 +773,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = _fit(data, args, known)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    _write_outputs(result, out, args.quiet)
+    _write_outputs(result, out, args.quiet, later=("calibrated_probabilities.csv",) if gold is not None else ())
     if gold is not None:
         _write_calibrated(result, gold, Path(args.gold), out, args.seed)
     return 0
