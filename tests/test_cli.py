@@ -535,6 +535,25 @@ def test_raters_chooses_the_rater_columns_of_a_wide_table(tmp_path):
     assert res.returncode == 2 and "long data names its one rater column with --rater" in res.stderr
 
 
+def test_raters_of_a_grouped_table_merge_the_patterns_they_share(caries_path, tmp_path):
+    caries = pd.read_csv(caries_path).assign(site=1)  # a covariate column beside the raters
+    path = tmp_path / "grouped.csv"
+    caries.to_csv(path, index=False)
+    keep = ["rater_1", "rater_2", "rater_3"]
+    res = run(
+        "fit", str(path), "--format", "grouped", "--raters", ",".join(keep), "--method", "em", "--quiet",
+        "--out", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    merged = caries.groupby(keep, as_index=False, sort=False)["n"].sum()
+    assert f"its {len(caries)} rating patterns are {len(merged)} over these raters" in res.stderr
+    ref = pyrater.em(pyrater.RatingData.from_grouped(merged, tally="n"), method="map", seed=1)
+    got = pd.read_csv(tmp_path / "o" / "parameters.csv", index_col=0)
+    want = ref.summary().parameters
+    np.testing.assert_allclose(got.loc[want.index, "estimate"], want["estimate"], atol=1e-9)
+    assert pd.read_csv(tmp_path / "o" / "raters.csv")["rater"].tolist() == keep
+
+
 def test_a_long_file_read_as_wide_is_told_to_read_it_as_long(tmp_path):
     sim, path = _sim_csv(tmp_path, n_items=60, n_raters=40, n_categories=3, raters_per_item=3)
     res = run("fit", str(path), "--format", "wide", "--method", "em", "--out", str(tmp_path / "o"))

@@ -161,6 +161,8 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
                 f"{', '.join(map(str, df.columns))}"
             )
         options["raters"] = names
+        if data_format == "grouped":
+            df = _merge_patterns(df, names, args.tally)
     if data_format == "wide":
         if args.item is not None:
             options["item"] = args.item
@@ -173,6 +175,32 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
     except RatingDataError as exc:
         advice = _data_advice(str(exc), df, data_format, args)
         raise RatingDataError(f"{path} (row numbers are lines of the file): {advice}") from None
+
+
+def _merge_patterns(df: pd.DataFrame, raters: list[str], tally: str) -> pd.DataFrame:
+    """A grouped table restricted to ``raters``: rows whose ratings by them coincide become one pattern.
+
+    Tallies are summed, each pattern keeps the line of its first row (for messages), and the merge is
+    reported.  A tally column that is missing or not all integers is left to the reader to report.
+    """
+    if tally not in df.columns:
+        return df
+    counts = pd.to_numeric(df[tally], errors="coerce")
+    if counts.isna().any() or (counts % 1 != 0).any():
+        return df
+    keys = df[raters].astype(object).where(df[raters].notna(), None)  # a missing rating is one pattern value
+    first = ~keys.duplicated()
+    if first.all():
+        return df
+    group = keys.apply(tuple, axis=1)
+    merged = df.loc[first.to_numpy(), raters].copy()
+    merged[tally] = counts.groupby(group.to_numpy(), sort=False).sum().to_numpy()
+    print(
+        f"pyrater: --raters keeps {len(raters)} of the table's columns: its {len(df)} rating patterns are "
+        f"{len(merged)} over these raters; rows with the same pattern are merged, their tallies summed",
+        file=sys.stderr,
+    )
+    return merged
 
 
 # ------------------------------------------------------------ the reader's advice in the command line's terms
