@@ -205,6 +205,17 @@ def test_auto_skips_a_family_that_refuses_the_data_and_says_why():
         _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["ordinal"])
 
 
+def test_auto_with_known_items_and_one_candidate_says_whether_it_was_named_or_left():
+    # with known items there is no majority-vote row: one candidate left is the choice, for a reason that fits
+    sim = pyrater.simulate("dawid_skene", 60, 4, n_categories=2, raters_per_item=3, seed=5)
+    known = {sim.data.unit_labels[0]: sim.data.categories[int(sim.z[0])]}
+    named = _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["one_coin"], known=known)
+    assert named.model_choice.reason.startswith("one_coin: the only candidate named")
+    left = _quiet_fit(sim.data, "auto", seed=1, progress=False, candidates=["one_coin", "ordinal"], known=known)
+    assert left.model_choice.reason.startswith("one_coin: the only candidate that could be fitted")
+    assert "K >= 3" in left.model_choice.skipped["ordinal"]
+
+
 # ------------------------------------------------------------------ held-out rater agreement
 def _brute_force_agreement(counts: np.ndarray, score_rest) -> np.ndarray:
     """Per unit: remove each rating in turn, score the rest (K,), credit 1/ties when the rating is a top class."""

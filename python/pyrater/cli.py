@@ -151,9 +151,8 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
         for role in ("item", "rater", "rating"):
             if getattr(args, role, None) is not None:
                 options[role] = getattr(args, role)
-    raters = getattr(args, "raters", None)
-    if raters is not None:  # the flag itself was checked before the file was read (_check_column_options)
-        names = [name.strip() for name in raters.split(",")]
+    names = _rater_names(args)  # the flag itself was checked before the file was read (_check_column_options)
+    if names is not None:
         missing = [name for name in names if name not in df.columns]
         if missing:
             raise CLIError(
@@ -188,13 +187,11 @@ def _merge_patterns(df: pd.DataFrame, raters: list[str], tally: str) -> pd.DataF
     counts = pd.to_numeric(df[tally], errors="coerce")
     if counts.isna().any() or (counts % 1 != 0).any():
         return df
-    keys = df[raters].astype(object).where(df[raters].notna(), None)  # a missing rating is one pattern value
-    first = ~keys.duplicated()
-    if first.all():
+    patterns = df.assign(**{tally: counts}).groupby(raters, dropna=False, sort=False)  # a gap is one pattern value
+    if patterns.ngroups == len(df):
         return df
-    group = keys.apply(tuple, axis=1)
-    merged = df.loc[first.to_numpy(), raters].copy()
-    merged[tally] = counts.groupby(group.to_numpy(), sort=False).sum().to_numpy()
+    merged = patterns.head(1)[raters].copy()  # first rows, in the order of the patterns' first appearance
+    merged[tally] = patterns[tally].sum().to_numpy()
     print(
         f"pyrater: --raters keeps {len(raters)} of the table's columns: its {len(df)} rating patterns are "
         f"{len(merged)} over these raters; rows with the same pattern are merged, their tallies summed",
@@ -368,6 +365,12 @@ def _format_hint(lines: list[str], df: pd.DataFrame, args: argparse.Namespace) -
     return f"hint: the columns {shown} look like one column per rater: read the file as wide data: {command}{dropping}"
 
 
+def _rater_names(args: argparse.Namespace) -> list[str] | None:
+    """The column names given by ``--raters a,b,c`` (spaces around a name dropped), or None without the flag."""
+    raters = getattr(args, "raters", None)
+    return None if raters is None else [name.strip() for name in raters.split(",")]
+
+
 def _check_column_options(args: argparse.Namespace) -> None:
     """--rater and --rating name columns of long data, --item those of long and wide data: say so before reading."""
     given = [f"--{role}" for role in ("rater", "rating") if getattr(args, role, None) is not None]
@@ -378,16 +381,15 @@ def _check_column_options(args: argparse.Namespace) -> None:
         )
     if getattr(args, "item", None) is not None and args.format == "grouped":
         raise CLIError("--item names the item column of long or wide data; a grouped table has no item column")
-    raters = getattr(args, "raters", None)
-    if raters is not None:
+    names = _rater_names(args)
+    if names is not None:
         if args.format == "long":
             raise CLIError(
                 "--raters names the rater columns of a wide or grouped table (--format wide or grouped); long "
                 "data names its one rater column with --rater"
             )
-        names = [name.strip() for name in raters.split(",")]
         if not all(names):
-            raise CLIError(f"--raters {raters!r}: give comma-separated column names, e.g. r1,r2,r3")
+            raise CLIError(f"--raters {args.raters!r}: give comma-separated column names, e.g. r1,r2,r3")
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise CLIError(f"--raters names {', '.join(map(repr, twice))} twice; name each rater column once")
@@ -649,6 +651,12 @@ def _method(args: argparse.Namespace) -> str:
     return "em" if getattr(args, "model", None) == "auto" else args.default_method
 
 
+def _fit_method(args: argparse.Namespace) -> str:
+    """The method as ``pyrater.fit`` names it: ``em`` for both EM flavours (``em-ml`` is a command-line name)."""
+    method = _method(args)
+    return "em" if method == "em-ml" else method
+
+
 def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = None):
     """Fit as the arguments say; ``known``: the items of known class (``--known``, read by the caller)."""
     from .fitting import fit
@@ -753,8 +761,7 @@ def _sampler_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
 
 def _check_model_method(args: argparse.Namespace) -> None:
     """--model and --method that do not go together: said before the file is read."""
-    method = _method(args)
-    fit_method = "em" if method == "em-ml" else method
+    method, fit_method = _method(args), _fit_method(args)
     if args.model == "auto":
         from .checking.choose import AUTO_METHODS
 
@@ -784,7 +791,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_method_options(args)
     _check_column_options(args)
     _check_model_method(args)
-    _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
+    _memory_options(args, _fit_method(args))
     out = Path(args.out)
     _check_out(out)
     data = _read_csv(Path(args.ratings), args.format, args)
@@ -887,7 +894,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import EXAMPLE_CATEGORIES, example_ratings
 
     _check_method_options(args)
-    _memory_options(args, "em" if _method(args) == "em-ml" else _method(args))
+    _memory_options(args, _fit_method(args))
     out = Path(args.out)
     _check_out(out)
     df = example_ratings()

@@ -233,7 +233,8 @@ def choose_model(
     if len(fits) == 1 and not baseline:
         only = next(iter(fits))
         table = pd.DataFrame({"rank": [0]}, index=pd.Index([only]))
-        reason = f"{only}: the only candidate that could be fitted (known items: no majority-vote baseline)"
+        why = "the only candidate named" if len(models) == 1 else "the only candidate that could be fitted"
+        reason = f"{only}: {why} (known items: no majority-vote baseline)"
         chosen = only
     else:
         with warnings.catch_warnings():

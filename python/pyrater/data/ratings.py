@@ -537,15 +537,11 @@ def _check_rater_columns(df: pd.DataFrame, raters: list[Any], fmt: str, problems
             if (ints < 0).any():
                 continue
             others = [kinds[o] for o in raters if o != c]
-            other_values = {_canonical(v) for ok, ou in others if ok and not ok - {"integer"} for v in ou}
-            outside = [v for v in u if _canonical(v) not in other_values]
+            other_values = {float(v) for ok, ou in others if ok and not ok - {"integer"} for v in ou}
+            outside = [v for v in u if float(v) not in other_values]
             by_name = str(c).strip().lower() in _TALLY_NAMES
-            # a tally: mostly new values, several of them, reaching well beyond a small rating scale
-            by_values = (
-                all(ok and not ok - {"integer"} for ok, _ in others)
-                and 2 <= len(other_values) <= 20
-                and len(outside) >= max(3, len(u) / 2)
-                and ints.max() >= max(10.0, 2 * max(float(v) for v in other_values))
+            by_values = all(ok and not ok - {"integer"} for ok, _ in others) and _tally_like(
+                set(ints.tolist()), other_values
             )
             if by_name or by_values:
                 why = (
@@ -1689,15 +1685,19 @@ def _tally_like_columns(df: pd.DataFrame) -> list[Any]:
         if (np.mod(arr, 1) != 0).any() or (arr < 0).any():
             return []
         values[c] = set(arr.tolist())
-    found = []
-    for c, own in values.items():
-        others = set().union(*(v for o, v in values.items() if o != c))
-        if not 2 <= len(others) <= 20:
-            continue
-        outside = own - others
-        if len(outside) >= max(3, len(own) / 2) and max(own) >= max(10.0, 2 * max(others)):
-            found.append(c)
-    return found
+    return [c for c, own in values.items() if _tally_like(own, set().union(*(v for o, v in values.items() if o != c)))]
+
+
+def _tally_like(own: set[float], others: set[float]) -> bool:
+    """Whether a column of non-negative integers ``own`` reads as a tally beside rating columns holding ``others``.
+
+    A tally: mostly values the rating columns do not hold, several of them, reaching well beyond a small
+    rating scale (2 to 20 values).  Shared by the wide reader's check and the grouped reader's hint.
+    """
+    if not own or not 2 <= len(others) <= 20:
+        return False
+    outside = own - others
+    return len(outside) >= max(3, len(own) / 2) and max(own) >= max(10.0, 2 * max(others))
 
 
 def _check_tally(df: pd.DataFrame, tally: Any, problems: list[str]) -> np.ndarray:
