@@ -614,6 +614,27 @@ def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
     assert "EMFit(Dawid-Skene" in repr(fit)
 
 
+def test_summary_names_a_class_with_no_items_whose_category_raters_use():
+    # items are of class 0 or 1; every rater answers 2 a tenth of the time, whatever the item
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(400):
+        p = [0.8, 0.1, 0.1] if rng.integers(2) == 0 else [0.1, 0.8, 0.1]
+        rows += [(i, j, int(rng.choice(3, p=p))) for j in rng.choice(8, 3, replace=False)]
+    data = RatingData.from_long(pd.DataFrame(rows, columns=["item", "rater", "rating"]))
+    share = float(np.mean(data.rating == 2))
+    # one-coin by ML spreads errors evenly: the best account of the 2s is no item of class 2
+    ml = em(data, "one_coin", method="ml")
+    assert ml.pi[2] * data.n_items < 0.5
+    note = ml.summary().info["classes without items"]
+    assert note.startswith(f"2 (pi {ml.pi[2]:.2g}; {100 * share:.0f}% of the ratings)") and "error" in note
+    assert "classes without items" in str(ml.summary())
+    # with the prior, class 2 keeps a few items: no note
+    mode = em(data, "one_coin", method="map")
+    assert mode.pi[2] * data.n_items >= 0.5
+    assert "classes without items" not in mode.summary().info
+
+
 def test_shifted_log_sum_exp_equals_exact_and_recovers_bad_guesses(anesthesia):
     from scipy.special import logsumexp
 

@@ -28,6 +28,7 @@ import xarray as xr
 
 from ..data.ratings import RatingData
 from ..models import Model
+from ..models.kernels import category_votes
 
 __all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load", "SUMMARY_MAX_ROWS"]
 
@@ -504,6 +505,13 @@ class Fit:
         intervals, Rhat and ESS one sort per parameter; both are cached on the
         fit, so a second ``summary()`` (or ``mcmc_diagnostics()``,
         ``class_probabilities()``) costs nothing.
+
+        ``info["classes without items"]`` names any class the fit puts less
+        than half an item in although raters give its category in at least
+        1% of their ratings: every such rating is then explained as an error.
+        That can be right (a "can't tell" answer no item deserves) or a sign
+        that the model cannot tell the classes apart; compare the families
+        (``pyrater.compare``) before trusting it.
         """
         if not 0 < prob < 1:
             raise ValueError(f"prob must be in (0, 1), got {prob!r}")
@@ -520,6 +528,9 @@ class Fit:
             pi, theta = self._point()
             table = pd.DataFrame({"estimate": np.concatenate([pi, theta.ravel()])}, index=index)
         info = self._summary_info()
+        empty = _classes_without_items(table.iloc[: self.data.n_categories, 0].to_numpy(dtype=float), self.data)
+        if empty:
+            info["classes without items"] = empty
         if self.model_choice is not None:
             info["model choice"] = self.model_choice.reason
         return FitSummary(
@@ -537,6 +548,50 @@ class Fit:
         classes = probs.copy()
         classes.insert(0, "z", self.point_estimate("z"))
         return classes
+
+
+#: a category raters give in at least this share of their ratings is worth a class's note when no item is in it
+EMPTY_CLASS_MIN_SHARE = 0.01
+
+
+def _classes_without_items(pi: np.ndarray, data: RatingData) -> str:
+    """The summary's note on classes the fit puts (almost) no item in although raters use their category.
+
+    A class whose prevalence times the number of items is below one half holds
+    no item at the estimate; when raters give that category in at least
+    :data:`EMPTY_CLASS_MIN_SHARE` of their ratings, the fit explains every one
+    of those ratings as an error.  That may be right (a "can't tell" answer no
+    item deserves) or a sign that the model cannot tell the classes apart
+    (an estimate at the edge of the simplex): worth a look either way.
+    Returns "" when there is none.
+
+    Parameters
+    ----------
+    pi : array, shape (K,)
+        The fit's point estimate (or posterior mean) of the prevalence.
+    data : RatingData
+        The fitted data (unit weights count items).
+    """
+    weight = np.asarray(data.weight, dtype=float)
+    votes = np.asarray(category_votes(data.counts, data.n_categories))
+    share = weight @ votes
+    total = share.sum()
+    if total <= 0:
+        return ""
+    share = share / total
+    n_items = weight.sum()
+    empty = np.flatnonzero((pi * n_items < 0.5) & (share >= EMPTY_CLASS_MIN_SHARE))
+    if empty.size == 0:
+        return ""
+    shown = ", ".join(
+        f"{_category_text(data.categories[k])} (pi {pi[k]:.2g}; {100 * share[k]:.0f}% of the ratings)" for k in empty
+    )
+    return f"{shown}: every rating of {'it' if empty.size == 1 else 'them'} is explained as an error"
+
+
+def _category_text(category: Any) -> str:
+    """A category as a message shows it: a text label quoted, a number as it reads (``2``, not ``np.int64(2)``)."""
+    return repr(category) if isinstance(category, str) else str(category)
 
 
 def load(path: str | Path, allow_pickle: bool = False, *, lazy: bool = True) -> Fit:
