@@ -315,7 +315,28 @@ def versions(crowdkit_python: str | None) -> dict:
         cpu = platform.processor()
     out["cpu"] = cpu
     out["cores"] = os.cpu_count()
+    out["vector_isa"] = vector_isa()
     return out
+
+
+def vector_isa() -> str:
+    """The widest vector instructions the CPU offers ("avx512f", "avx2", ...), and the CPU LLVM compiles for.
+
+    The compiled kernels are vectorised for the host, so the ratio to crowd-kit depends on it: 42x on an
+    AVX-512 host, 22-26x on an AVX2 one (bench/RESULTS_em.md).
+    """
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = next((ln.split(":", 1)[1].split() for ln in fh if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "unknown")
+    try:
+        import llvmlite.binding as llvm
+
+        return f"{widest} (LLVM host CPU {llvm.get_host_cpu_name()})"
+    except Exception:  # llvmlite comes with numba; the scipy-only path may lack it
+        return widest
 
 
 def main(argv: list[str] | None = None) -> None:
