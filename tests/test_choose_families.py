@@ -66,6 +66,27 @@ def test_auto_picks_ordinal_on_graded_near_misses():
     assert f.model.name == "ordinal", f.model_choice.table
 
 
+def test_auto_by_em_tries_item_difficulty_on_binary_data_unnamed_and_picks_it_on_items_of_unequal_difficulty():
+    from pyrater.checking.choose import default_candidates
+    from pyrater.models.item_difficulty import AUTO_EM_MAX_RATINGS
+
+    sim = pyrater.simulate("item_difficulty", 400, 8, raters_per_item=5, seed=2, difficulty_scale=2.0)
+    f = _auto(sim.data)  # no candidates named: every default family of EM on binary data
+    table = f.model_choice.table
+    assert f.model.name == "item_difficulty", table
+    assert {"dawid_skene", "one_coin", "mace"} <= set(table.index)
+    assert table.loc["dawid_skene", "elpd_loo"] < table.loc["item_difficulty", "elpd_loo"] - 4
+    # at K >= 3 (its errors spread evenly) and without data it is a candidate only when named
+    assert "item_difficulty" in default_candidates("em", 2, 10_000)
+    assert "item_difficulty" not in default_candidates("em", 3, 10_000)
+    assert "item_difficulty" not in default_candidates("em")
+    assert "item_difficulty" in default_candidates("mcmc")  # the samplers and optimize: at every K
+    # above the size limit it is left out, and the fit says why
+    assert "item_difficulty" not in default_candidates("em", 2, AUTO_EM_MAX_RATINGS + 1)
+    why = pyrater.get_model("item_difficulty").auto_default("em", 2, AUTO_EM_MAX_RATINGS + 1)
+    assert "name it in candidates" in why
+
+
 @pytest.mark.stan
 def test_auto_by_nuts_picks_item_difficulty_on_items_of_unequal_difficulty():
     sim = pyrater.simulate("item_difficulty", 150, 6, seed=2, difficulty_scale=2.0)

@@ -38,7 +38,9 @@ def test_model_object_variants_and_registry():
     assert ItemDifficulty().variant == "3PL" and ItemDifficulty(guessing=False).variant == "2PL"
     assert ItemDifficulty(discrimination=False, guessing=False).variant == "1PL"
     assert ItemDifficulty.methods == ("mcmc", "optimize", "pathfinder", "em") and ItemDifficulty.conjugate is None
-    assert "em" not in ItemDifficulty.auto_methods  # EM compares families by K-fold: only when named
+    assert "em" not in ItemDifficulty.auto_methods  # by EM, auto_default decides (binary data, up to a size)
+    assert ItemDifficulty().auto_default("em", 2, 1000) == "" and ItemDifficulty().auto_default("em", 3, 1000) is None
+    assert ItemDifficulty(item_effects="marginal").auto_default("em", 2, 1000) is None  # EM cannot fit it
     priors = ItemDifficulty().priors(2, 3)
     assert priors["sens_prior"].tolist() == [1.0, 2.0] and priors["discrimination_scale"] == 0.25
 

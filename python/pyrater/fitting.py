@@ -161,7 +161,11 @@ def fit(
         Format of a DataFrame ``data``.
     candidates : list of str or model objects, optional
         ``model="auto"`` only: the families to choose among (default: every
-        registered family that ``method`` fits).  For the posterior-mode
+        registered family that ``method`` fits, as
+        :func:`pyrater.checking.choose.default_candidates` lists them for the
+        data: by EM the item-difficulty family joins on binary data of at
+        most 200,000 ratings; the pooled and community families, whose
+        joint modes over-shrink, join by the samplers).  For the posterior-mode
         methods a candidate with a Dirichlet or Beta pseudo-count below 1
         (Dawid-Skene's default for K >= 5), whose mode does not exist, is
         fitted at its mode on the log-odds scale: every pseudo-count + 1

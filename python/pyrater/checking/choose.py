@@ -129,25 +129,48 @@ class ModelChoice:
         return text
 
 
-def default_candidates(method: str) -> list[str]:
-    """Every registered family that ``method`` fits, in registration order.
+def default_candidates(method: str, n_categories: int | None = None, n_ratings: int | None = None) -> list[str]:
+    """The families ``pyrater.fit(data, "auto", method=method)`` tries when no candidates are named.
 
-    A family may leave out a method whose estimate is unreliable for it
-    (``auto_methods``; the pooled family's joint posterior mode): it is then
-    a candidate only when named.
+    Every registered family that ``method`` fits, in registration order,
+    except where a family leaves the method out
+    (:meth:`~pyrater.models.base.ModelFamily.auto_default`): a method whose
+    estimate is unreliable for it (the pooled family's joint posterior mode),
+    or data it does not suit or that would cost too much (item difficulty by
+    EM: binary data of at most 200,000 ratings).  Such a family is a
+    candidate when named.
+
+    Parameters
+    ----------
+    method : str
+    n_categories, n_ratings : int, optional
+        The data's; without the number of categories a family whose candidacy depends on it is left out.
     """
-    out = []
+    return list(_default_candidates(method, n_categories, n_ratings)[0])
+
+
+def _default_candidates(method: str, n_categories: int | None, n_ratings: int | None) -> tuple[list[str], dict]:
+    """:func:`default_candidates` and ``{name: why}`` of the families left out for these data."""
+    out, left = [], {}
     for name in model_names():
-        model = get_model(name)
-        allowed = model.methods if model.auto_methods is None else model.auto_methods
-        if method in model.methods and method in allowed:
+        why = get_model(name).auto_default(method, n_categories, n_ratings)
+        if why == "":
             out.append(name)
-    return out
+        elif why:
+            left[name] = why
+    return out, left
 
 
-def _resolve_candidates(candidates: Sequence[str | Model] | None, method: str) -> dict[str, Model]:
+def _resolve_candidates(
+    candidates: Sequence[str | Model] | None, method: str, data: RatingData | None = None
+) -> tuple[dict[str, Model], dict[str, str]]:
+    """The candidate families, and ``{name: why}`` of default families left out for these data."""
+    left: dict[str, str] = {}
     if candidates is None:
-        names: list[str | Model] = list(default_candidates(method))
+        K = None if data is None else data.n_categories
+        n = None if data is None else data.n_ratings
+        found, left = _default_candidates(method, K, n)
+        names: list[str | Model] = list(found)
     elif isinstance(candidates, (str, bytes)) or not isinstance(candidates, Sequence):
         raise TypeError(f"candidates must be a list of model names or model objects, got {candidates!r}")
     else:
@@ -164,7 +187,7 @@ def _resolve_candidates(candidates: Sequence[str | Model] | None, method: str) -
         out[model.name] = model
     if not out:
         raise ValueError("candidates is empty: name at least one model family")
-    return out
+    return out, left
 
 
 def _agree_mv(fit: Fit) -> float:
@@ -200,10 +223,10 @@ def choose_model(
 
     Returns the chosen fit (with ``model_choice`` set) and the :class:`ModelChoice`.
     """
-    models = _resolve_candidates(candidates, method)
+    models, left = _resolve_candidates(candidates, method, data)
     K, J = data.n_categories, data.n_raters
     fits: dict[str, Fit] = {}
-    skipped: dict[str, str] = {}
+    skipped: dict[str, str] = dict(left)
     for name, model in models.items():
         try:
             if method in _MODE_METHODS:

@@ -179,7 +179,9 @@ class ModelFamily:
     auto_methods : tuple of str or None
         The methods by which ``pyrater.fit(data, "auto")`` tries the family
         when no candidates are named (None: all of ``methods``); a family
-        whose estimate by some method is unreliable leaves it out.
+        whose estimate by some method is unreliable leaves it out.  A family
+        whose default candidacy depends on the data overrides
+        :meth:`auto_default` instead.
     """
 
     name: ClassVar[str]
@@ -196,6 +198,27 @@ class ModelFamily:
     #: Names of further Stan programs (``stan/<name>.stan``) that fit variants of the family
     #: (item_difficulty: ``item_difficulty_marginal``); a model object picks its own with :attr:`stan_program`
     stan_variants: ClassVar[tuple[str, ...]] = ()
+
+    def auto_default(self, method: str, n_categories: int | None = None, n_ratings: int | None = None) -> str | None:
+        """Whether ``pyrater.fit(data, "auto", method=method)`` tries the family when no candidates are named.
+
+        Parameters
+        ----------
+        method : str
+            The method auto fits its candidates by.
+        n_categories, n_ratings : int, optional
+            The data's number of categories and of ratings (None: not known,
+            e.g. :func:`pyrater.checking.choose.default_candidates` without data).
+
+        Returns
+        -------
+        str or None
+            ``""``: a default candidate; None: not one (the method is not in
+            :attr:`auto_methods`); any other text: not one for these data, and
+            why (shown in ``fit.model_choice.skipped``).
+        """
+        allowed = self.methods if self.auto_methods is None else self.auto_methods
+        return "" if method in self.methods and method in allowed else None
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""
