@@ -983,3 +983,58 @@ def test_python_values_and_attributes_in_messages_get_the_command_lines_terms(tm
     assert cli._command_line_terms(str(refused.value), args).endswith(
         "(command line: --method gibbs, --method mcmc, --method optimize, --method pathfinder)"
     )
+
+
+def test_a_category_called_none_is_a_rating_and_na_is_missing(tmp_path):
+    # pandas reads "None" as a missing value by default: a severity scale None / Mild / Severe lost a category
+    rng = np.random.default_rng(0)
+    scale = np.array(["None", "Mild", "Severe"])
+    rows = [(f"c{i}", f"r{j}", scale[(i + (rng.random() < 0.2)) % 3]) for i in range(30) for j in range(3)]
+    long = pd.DataFrame(rows, columns=["item", "rater", "rating"])
+    long.to_csv(tmp_path / "long.csv", index=False)
+    wide = long.pivot(index="item", columns="rater", values="rating").reset_index()
+    wide.iloc[::5, 1] = "NA"  # R's write.csv writes NA for a missing rating: still missing
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    for name, fmt, n_ratings in (("long", "long", 90), ("wide", "wide", 84)):
+        res = run(
+            "fit", str(tmp_path / f"{name}.csv"), "--format", fmt, "--method", "em", "--out", str(tmp_path / name)
+        )
+        assert res.returncode == 0, res.stderr
+        assert f"3 categories ['Mild', 'None', 'Severe'], {n_ratings} ratings" in res.stderr
+        probs = pd.read_csv(tmp_path / name / "class_probabilities.csv", index_col=0, keep_default_na=False)
+        assert "None" in probs.columns and (probs["z"] == "None").sum() > 0
+
+
+def test_item_and_rater_labels_with_leading_zeros_stay_apart(tmp_path):
+    rows = [(item, rater, "yes" if item.endswith("1") else "no") for item in ("001", "01", "1", "002", "2")
+            for rater in ("7", "07")]  # fmt: skip
+    path = tmp_path / "zeros.csv"
+    pd.DataFrame(rows, columns=["item", "rater", "rating"]).to_csv(path, index=False)
+    res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    assert "RatingData(5 items, 2 raters" in res.stderr  # read as numbers, 001, 01 and 1 were one item
+    items = pd.read_csv(tmp_path / "out" / "class_probabilities.csv", dtype={"item": str})["item"]
+    assert sorted(items) == ["001", "002", "01", "1", "2"]
+    raters = pd.read_csv(tmp_path / "out" / "raters.csv", dtype={"rater": str})["rater"]
+    assert sorted(raters) == ["07", "7"]
+    # labels that read back the same as numbers stay numbers (their order, the outputs)
+    clean = pd.DataFrame({"item": [1, 1, 2, 2, 10, 10], "rater": [1, 2] * 3, "rating": ["y", "y", "n", "n", "y", "n"]})
+    clean.to_csv(tmp_path / "clean.csv", index=False)
+    assert run("fit", str(tmp_path / "clean.csv"), "--method", "em", "--out", str(tmp_path / "c")).returncode == 0
+    assert pd.read_csv(tmp_path / "c" / "class_probabilities.csv")["item"].tolist() == [1, 2, 10]
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_the_data_are_read(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    missing_data = str(tmp_path / "no_such.csv")  # reading it would fail: the --out check comes first
+    cases = [
+        (str(tmp_path / "afile" / "sub"), "is a file, so the folder cannot be created there"),
+        ("", "--out is empty"),
+        (str(tmp_path / "afile"), "exists and is not a folder"),
+    ]
+    if os.path.isdir("/proc/self"):  # a virtual file system: no folder can be made in it, even by root
+        cases.append(("/proc/pyrater-out", "cannot create a folder in /proc"))
+    for out, message in cases:
+        res = run("fit", missing_data, "--method", "em", "--out", out)
+        assert res.returncode == 2 and message in res.stderr, (out, res.stderr)
+    assert not list(tmp_path.glob(".pyrater-out-*"))  # the probe leaves nothing behind

@@ -5,6 +5,8 @@ Each check is also run through the command line's ``main()`` on a temporary CSV.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -85,6 +87,25 @@ def test_tally_column_in_a_wide_table_is_an_error_naming_it():
     # the way out: read it as grouped, or choose the raters
     assert RatingData.from_grouped(g).n_items == 78
     assert RatingData.from_wide(g, raters=["r1", "r2"]).n_raters == 2
+
+
+def test_an_item_label_column_of_a_wide_table_not_named_item_is_an_error_naming_it():
+    rng = np.random.default_rng(1)
+    w = pd.DataFrame({f"dr_{j}": rng.choice(["absent", "mild", "severe"], size=30) for j in range(4)})
+    w.insert(0, "case_id", [f"case_{i:03d}" for i in range(30)])
+    with pytest.raises(RatingDataError, match=r"column 'case_id' holds a different value on each of its 30 rows .*"
+                       r"item labels, not a rater; pass item='case_id' \(command line: --item case_id\)"):  # fmt: skip
+        RatingData.from_wide(w)
+    d = RatingData.from_wide(w, item="case_id")
+    assert d.n_items == 30 and d.n_raters == 4 and d.n_categories == 3
+    # integer labels too; the check needs a different value on every row
+    w2 = w.assign(case_id=np.arange(101, 131))
+    with pytest.raises(RatingDataError, match=r"column 'case_id' holds a different value .*looks like the item"):
+        RatingData.from_wide(w2)
+    w3 = w.assign(case_id=["x"] * 15 + [f"y{i}" for i in range(15)])  # repeats: a (strange) rater, not the labels
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its rarely given categories
+        assert RatingData.from_wide(w3).n_raters == 5
 
 
 def test_text_column_among_numeric_raters_is_an_error_naming_it():

@@ -52,9 +52,11 @@ import difflib
 import functools
 import inspect
 import json
+import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -105,6 +107,12 @@ def _flag_methods(dest: str) -> tuple[str, ...]:
     return (*users, "em-ml") if "em" in users else users
 
 
+#: Cells read as missing: pandas' defaults (R's NA, empty cells, NaN, NULL) except "None", a category word
+#: on severity scales (None / Mild / Severe) that pandas would silently read as a missing rating.
+_MISSING_TEXT = [
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
+    "NULL", "NaN", "n/a", "nan", "null",
+]  # fmt: skip
 #: Separators a file may use instead of commas, named for the message.
 _OTHER_SEPARATORS = (("\t", "tab"), (";", "semicolon"), ("|", "vertical-bar"))
 
@@ -120,7 +128,7 @@ def _read_table(path: Path, flag: str, holds: str) -> pd.DataFrame:
     if path.is_dir():
         raise CLIError(f"{where} is a directory; give a CSV file of {holds}")
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, keep_default_na=False, na_values=_MISSING_TEXT)
     except FileNotFoundError:
         raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
     except PermissionError:
@@ -138,8 +146,32 @@ def _read_table(path: Path, flag: str, holds: str) -> pd.DataFrame:
     return df
 
 
+def _id_columns_as_text(df: pd.DataFrame, path: Path, columns: list[str]) -> pd.DataFrame:
+    """``df`` with its item/rater label columns as written in the file where reading them as numbers changes them.
+
+    pandas reads ``001``, ``01`` and ``1`` as the number 1: different items (or
+    raters) would become one.  A label column read as numbers is read again as
+    text and kept as text when that happens, or when a label has a leading zero.
+    """
+    numeric = [c for c in columns if c in df.columns and df[c].dtype.kind in "iuf"]
+    if not numeric:
+        return df
+    text = pd.read_csv(path, usecols=numeric, dtype=str, keep_default_na=False, na_values=_MISSING_TEXT)
+    out = df
+    for c in numeric:
+        raw = text[c]
+        zeros = raw.str.match(r"^[+-]?0\d", na=False).any()
+        if zeros or raw.nunique() != df[c].nunique():
+            out = out.copy() if out is df else out
+            out[c] = raw.to_numpy()
+    return out
+
+
 def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> RatingData:
     df = _read_table(path, "", "ratings")
+    if data_format != "grouped":  # labels of items (and raters) as the file writes them: 001 is not 1
+        roles = ("item", "rater") if data_format == "long" else ("item",)
+        df = _id_columns_as_text(df, path, [getattr(args, r, None) or r for r in roles])
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
     options: dict = {}
@@ -414,10 +446,33 @@ def _parse_categories(text: str, df: pd.DataFrame, data_format: str) -> list:
     return labels
 
 
-def _check_out(out: Path) -> None:
-    """Refuse an output folder that exists as a file, before any fitting."""
-    if out.exists() and not out.is_dir():
-        raise CLIError(f"--out {out} exists and is not a folder; give a folder (created if missing)")
+def _check_out(raw: str) -> Path:
+    """The output folder ``--out raw``, checked before any data is read or fitted.
+
+    Refused: an empty name, a path that exists and is not a folder, a folder
+    that cannot be written, and a folder that cannot be created (a file on
+    its path, no permission, a read-only or virtual file system): found
+    after a long fit, any of them would throw the fit away.
+    """
+    if not str(raw).strip():
+        raise CLIError("--out is empty; give a folder for the results (created if missing)")
+    out = Path(raw)
+    if out.exists():
+        if not out.is_dir():
+            raise CLIError(f"--out {out} exists and is not a folder; give a folder (created if missing)")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise CLIError(f"--out {out}: the folder is not writable")
+        return out
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CLIError(f"--out {out}: {parent} is a file, so the folder cannot be created there")
+    try:  # can a folder be created here? (permissions alone do not say: read-only and virtual file systems)
+        os.rmdir(tempfile.mkdtemp(prefix=".pyrater-out-", dir=parent))
+    except OSError as exc:
+        raise CLIError(f"--out {out}: cannot create a folder in {parent} ({exc.strerror or exc})") from None
+    return out
 
 
 def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
@@ -792,8 +847,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_column_options(args)
     _check_model_method(args)
     _memory_options(args, _fit_method(args))
-    out = Path(args.out)
-    _check_out(out)
+    out = _check_out(args.out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     known = _read_known(args.known)
@@ -895,8 +949,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     _check_method_options(args)
     _memory_options(args, _fit_method(args))
-    out = Path(args.out)
-    _check_out(out)
+    out = _check_out(args.out)
     df = example_ratings()
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "example_ratings.csv", index=False)

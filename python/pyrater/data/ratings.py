@@ -365,7 +365,8 @@ def _category_index(
     if len(cats) < 2:
         problems.append(
             f"at least 2 categories are needed, found {len(cats)} ({_show(cats)}); "
-            "declare the scale with categories=[...] if some levels were never used"
+            "declare the scale with categories=[...] if some levels were never used (command line: "
+            f"--categories {','.join(str(c) for c in cats) or 'a'},...)"
         )
     return cats
 
@@ -529,9 +530,17 @@ def _check_rater_columns(df: pd.DataFrame, raters: list[Any], fmt: str, problems
         "RatingData.from_grouped, or data_format='grouped' in pyrater.fit (command line: --format grouped --tally {0})"
     )
     if fmt == "wide":
+        id_like = _id_like_columns(df, raters, kinds)
+        for c in id_like:
+            n = int(df[c].notna().sum())
+            problems.append(
+                f"column {_r(c)} holds a different value on each of its {n} rows ({_show(kinds[c][1], 3)}), "
+                "values the other columns never give: it looks like the item labels, not a rater; pass "
+                f"item={_r(c)} (command line: --item {c})"
+            )
         for c in raters:
             k, u = kinds[c]
-            if not k or k - {"integer"}:
+            if c in id_like or not k or k - {"integer"}:
                 continue
             ints = np.asarray([float(v) for v in u])
             if (ints < 0).any():
@@ -1669,6 +1678,33 @@ def _missing_column(name: Any, role: str, df: pd.DataFrame) -> str:
                 f"pass tally={_r(c)} (command line: --tally {c})"
             )
     return msg
+
+
+#: a column taken for a rater needs at least this many rows, all different, to be read as the item labels
+_ID_MIN_ROWS = 10
+
+
+def _id_like_columns(df: pd.DataFrame, raters: list[Any], kinds: dict[Any, tuple[set, Any]]) -> list[Any]:
+    """Columns of a wide table taken for raters that hold the item labels instead.
+
+    Such a column has a different value on every row (at least
+    :data:`_ID_MIN_ROWS` of them), and none of its values is one the other
+    columns give, which hold a small scale (2 to 20 values): a rater with as
+    many categories as items is an ID column whose name the reader did not
+    recognise (``case_id``, ``patient``).
+    """
+    found = []
+    for c in raters:
+        n = int(df[c].notna().sum())
+        own = kinds[c][1]
+        if n < _ID_MIN_ROWS or len(own) != n:
+            continue
+        others = {_canonical(v) for o in raters if o != c for v in kinds[o][1]}
+        if not 2 <= len(others) <= 20:
+            continue
+        if not any(_canonical(v) in others for v in own):
+            found.append(c)
+    return found
 
 
 def _tally_like_columns(df: pd.DataFrame) -> list[Any]:
