@@ -424,3 +424,27 @@ def test_the_compiled_compression_check_counts_the_buckets_numpy_counts(case):
     decision = compress.may_compress(c)
     assert compress.may_compress(c, _fused) == decision
     assert decision == (case != "many raters")  # both outcomes are exercised
+
+
+def test_a_compile_that_numbas_cache_cannot_serve_is_announced_once(monkeypatch, tmp_path, capsys):
+    import numba
+
+    from pyrater.models import _fused as fused
+
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", str(tmp_path))  # an empty cache, as on a new machine
+
+    @numba.njit(cache=True)
+    def double(x):
+        return 2.0 * x
+
+    fused._say_compiling.cache_clear()
+    assert not fused._on_disk(double)
+    fused.compile_for(double, 1.0)
+    fused.compile_for(double, np.int64(1))  # a second compile in the same process: said once
+    assert capsys.readouterr().err.count("pyrater: compiling the numba kernels") == 1
+    assert double(2.0) == 4.0
+    # a kernel numba keeps on disk, compiled before (the EM fits above): nothing is said
+    fused._say_compiling.cache_clear()
+    em(simulate_dawid_skene(20, 3, n_categories=2, seed=1).data, backend="numba")
+    assert fused._on_disk(_fused.em_iteration)
+    assert "compiling" not in capsys.readouterr().err

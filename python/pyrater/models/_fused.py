@@ -33,7 +33,10 @@ loop prefetches the row ``PREFETCH_AHEAD`` stored counts ahead (:func:`prefetch_
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -84,8 +87,29 @@ def compile_for(kernel, *args) -> None:
     sig = tuple(numba.typeof(a) for a in args)
     if sig in kernel.overloads:
         return
+    if not _on_disk(kernel):
+        _say_compiling()
     with _slp_vectorize():
         kernel.compile(sig)
+
+
+def _on_disk(kernel) -> bool:
+    """Whether numba's on-disk cache holds compiled code of ``kernel`` (True when that cannot be told)."""
+    try:
+        return os.path.exists(kernel._cache._cache_file._index_path)
+    except AttributeError:  # another numba's internals, or no cache: say nothing
+        return True
+
+
+@functools.cache
+def _say_compiling() -> None:
+    """Tell the user, once per process, why the first fit by a compiled method waits (no progress bar yet)."""
+    print(
+        "pyrater: compiling the numba kernels (the first run of a method on this machine or after an upgrade: up "
+        "to about a minute; kept in numba's cache for later runs)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(kernel, *args):
