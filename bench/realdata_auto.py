@@ -297,6 +297,23 @@ def report(
             f"{by_agree.get(name, '')} | {seconds.get(name, float('nan')):.0f} |"
         )
     lines.append("| **mean** | | " + " | ".join(f"**{means[c]:.3f}**" for c in cols) + " | | | | |")
+    partial = {c: int(acc[c].notna().sum()) for c in cols if acc[c].notna().sum() < len(acc)}
+    if partial:
+        shown = "; ".join(f"`{c}` over its {n} sets" for c, n in partial.items())
+        same = {c: float(acc.loc[acc[c].notna(), "dawid_skene"].mean()) for c in partial if "dawid_skene" in acc}
+        lines += [
+            "",
+            "A family fitted to some of the sets only (the ordinal family needs K >= 3; auto tries the "
+            "item-difficulty family by EM on binary data only) has its mean over those sets: "
+            + shown
+            + (
+                " (`dawid_skene` on the same sets: "
+                + "; ".join(f"{same[c]:.3f} beside `{c}`" for c in same)
+                + ")."
+                if same
+                else "."
+            ),
+        ]
     pub = _published(list(acc.index))
     if not pub.empty:
         lines += [
