@@ -436,9 +436,16 @@ def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
     res = run("fit", str(tsv), "--method", "em", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
-        f"pyrater: error: {tsv}: the file looks tab-separated (header 'item\\trater\\trating'); pyrater reads "
-        "comma-separated CSV of ratings"
+        f"pyrater: error: {tsv}: the file looks tab-separated (header 'item\\trater\\trating'); pass --sep tab"
     ]
+    # the way out the message gives, and the same fit as from the comma-separated file
+    res = run("fit", str(tsv), "--sep", "tab", "--method", "em", "--quiet", "--out", str(tmp_path / "tab"))
+    assert res.returncode == 0, res.stderr
+    assert run("fit", str(path), "--method", "em", "--quiet", "--out", str(tmp_path / "comma")).returncode == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "tab" / "class_probabilities.csv"),
+        pd.read_csv(tmp_path / "comma" / "class_probabilities.csv"),
+    )
     labels = pd.DataFrame({"item": sim.data.unit_labels[:12], "label": sim.data.categories[sim.z[:12]]})
     semi = tmp_path / "labels.csv"
     labels.to_csv(semi, sep=";", index=False)
@@ -446,6 +453,7 @@ def test_files_separated_by_tabs_or_semicolons_are_named_as_such(tmp_path):
         res = run("fit", str(path), "--method", "em", flag, str(semi), "--out", str(tmp_path / "o"))
         assert res.returncode == 2 and "Traceback" not in res.stderr
         assert f"{flag} {semi}: the file looks semicolon-separated" in res.stderr
+        assert "separated by commas" in res.stderr  # --sep is the ratings file's
         assert not (tmp_path / "o" / "class_probabilities.csv").exists()  # refused before fitting
     # comma-separated, the labels are taken by both flags; the same items in both are refused before the fit
     labels.to_csv(semi, index=False)
@@ -1038,3 +1046,35 @@ def test_an_output_folder_that_cannot_be_made_is_refused_before_the_data_are_rea
         res = run("fit", missing_data, "--method", "em", "--out", out)
         assert res.returncode == 2 and message in res.stderr, (out, res.stderr)
     assert not list(tmp_path.glob(".pyrater-out-*"))  # the probe leaves nothing behind
+
+
+def test_excel_exports_other_encodings_and_workbooks_are_read_or_named(tmp_path):
+    # what Excel writes in many locales: semicolons, a byte-order mark, Windows-1252 text
+    rows = [
+        (f"case {i}", f"Dr {'ÉFG'[j]}", ["absent", "légère", "sévère"][(i + j) % 3])
+        for i in range(20)
+        for j in range(3)
+    ]
+    df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
+    df.to_csv(tmp_path / "utf8.csv", index=False)
+    df.to_csv(tmp_path / "excel.csv", index=False, sep=";", encoding="cp1252")
+    flags = ["--method", "em", "--quiet"]
+    res = run("fit", str(tmp_path / "excel.csv"), *flags, "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "not utf-8 text (the byte 0x" in res.stderr and "--encoding" in res.stderr
+    res = run("fit", str(tmp_path / "excel.csv"), "--encoding", "cp1252", *flags, "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "looks semicolon-separated" in res.stderr and "--sep ';'" in res.stderr
+    res = run(
+        "fit", str(tmp_path / "excel.csv"), "--encoding", "cp1252", "--sep", ";", *flags, "--out", str(tmp_path / "x")
+    )
+    assert res.returncode == 0, res.stderr
+    assert run("fit", str(tmp_path / "utf8.csv"), *flags, "--out", str(tmp_path / "u")).returncode == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "x" / "class_probabilities.csv"), pd.read_csv(tmp_path / "u" / "class_probabilities.csv")
+    )
+    # a workbook is named as one, before pandas reads its bytes as text
+    (tmp_path / "ratings.xlsx").write_bytes(b"PK\x03\x04" + bytes(100))
+    res = run("fit", str(tmp_path / "ratings.xlsx"), *flags, "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "spreadsheet workbook, not CSV text" in res.stderr
+    for bad, message in ((["--sep", ";;"], "give one character"), (["--encoding", "nope"], "not a text encoding")):
+        res = run("fit", str(tmp_path / "utf8.csv"), *bad, *flags, "--out", str(tmp_path / "o"))
+        assert res.returncode == 2 and message in res.stderr, res.stderr

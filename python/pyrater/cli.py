@@ -117,36 +117,66 @@ _MISSING_TEXT = [
 _OTHER_SEPARATORS = (("\t", "tab"), (";", "semicolon"), ("|", "vertical-bar"))
 
 
-def _read_table(path: Path, flag: str, holds: str) -> pd.DataFrame:
-    """Read the comma-separated file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
+def _separator(text: str) -> str:
+    """``--sep``: one character, or ``tab`` (also a backslash and t, as typed in a shell)."""
+    if text.lower() in ("tab", "\\t", "\t"):
+        return "\t"
+    if len(text) != 1 or text in '"\r\n':
+        raise argparse.ArgumentTypeError(f"give one character, or 'tab'; got {text!r}")
+    return text
 
-    Raises CLIError for a directory, a missing or unreadable file, a file
-    that is not CSV, and a file that is separated by tabs (or semicolons,
-    or vertical bars) instead of commas.
+
+def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str = "utf-8") -> pd.DataFrame:
+    """Read the CSV file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
+
+    Raises CLIError for a directory, a missing or unreadable file, an Excel
+    workbook, a file that is not text in ``encoding``, a file that is not
+    CSV, and a file separated by tabs (or semicolons, or vertical bars)
+    instead of ``sep``; the ratings file's messages name ``--sep`` and
+    ``--encoding``.
     """
     where = f"{flag} {path}" if flag else str(path)
     if path.is_dir():
         raise CLIError(f"{where} is a directory; give a CSV file of {holds}")
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=_MISSING_TEXT)
+        with open(path, "rb") as fh:
+            start = fh.read(8)
     except FileNotFoundError:
         raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
     except PermissionError:
         raise CLIError(f"{where}: permission denied") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    if start.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):  # a zip (xlsx, ods) or OLE2 (xls) container
+        raise CLIError(
+            f"{where}: this is a spreadsheet workbook, not CSV text; save the sheet as CSV (UTF-8, comma-separated), "
+            "or read it with pandas.read_excel and pass the DataFrame to pyrater.fit"
+        )
+    try:
+        df = pd.read_csv(path, sep=sep, encoding=encoding, keep_default_na=False, na_values=_MISSING_TEXT)
+    except LookupError:
+        raise CLIError(
+            f"--encoding {encoding}: not a text encoding Python knows (e.g. utf-8, latin-1, cp1252)"
+        ) from None
+    except UnicodeDecodeError as exc:
+        fix = "pass its encoding, e.g. --encoding latin-1 or cp1252" if not flag else "save it as UTF-8"
+        byte = exc.object[exc.start : exc.start + 1].hex()
+        raise CLIError(f"{where}: not {encoding} text (the byte 0x{byte} is not {encoding}); {fix}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise CLIError(f"{where}: cannot read as CSV ({holds}): {exc}") from None
     if df.shape[1] == 1:
         header = str(df.columns[0])
-        for sep, name in _OTHER_SEPARATORS:
-            if sep in header:
-                raise CLIError(
-                    f"{where}: the file looks {name}-separated (header {header!r}); pyrater reads "
-                    f"comma-separated CSV of {holds}"
+        for other, name in _OTHER_SEPARATORS + ((",", "comma"),):
+            if other != sep and other in header:
+                shown = "tab" if other == "\t" else other
+                fix = (
+                    f"; pass --sep {shlex.quote(shown)}" if not flag else f"; pyrater reads {holds} separated by commas"
                 )
+                raise CLIError(f"{where}: the file looks {name}-separated (header {header!r}){fix}")
     return df
 
 
-def _id_columns_as_text(df: pd.DataFrame, path: Path, columns: list[str]) -> pd.DataFrame:
+def _id_columns_as_text(
+    df: pd.DataFrame, path: Path, columns: list[str], sep: str = ",", encoding: str = "utf-8"
+) -> pd.DataFrame:
     """``df`` with its item/rater label columns as written in the file where reading them as numbers changes them.
 
     pandas reads ``001``, ``01`` and ``1`` as the number 1: different items (or
@@ -156,7 +186,9 @@ def _id_columns_as_text(df: pd.DataFrame, path: Path, columns: list[str]) -> pd.
     numeric = [c for c in columns if c in df.columns and df[c].dtype.kind in "iuf"]
     if not numeric:
         return df
-    text = pd.read_csv(path, usecols=numeric, dtype=str, keep_default_na=False, na_values=_MISSING_TEXT)
+    text = pd.read_csv(
+        path, usecols=numeric, dtype=str, keep_default_na=False, na_values=_MISSING_TEXT, sep=sep, encoding=encoding
+    )
     out = df
     for c in numeric:
         raw = text[c]
@@ -168,10 +200,12 @@ def _id_columns_as_text(df: pd.DataFrame, path: Path, columns: list[str]) -> pd.
 
 
 def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> RatingData:
-    df = _read_table(path, "", "ratings")
+    df = _read_table(path, "", "ratings", sep=getattr(args, "sep", ","), encoding=getattr(args, "encoding", "utf-8"))
     if data_format != "grouped":  # labels of items (and raters) as the file writes them: 001 is not 1
         roles = ("item", "rater") if data_format == "long" else ("item",)
-        df = _id_columns_as_text(df, path, [getattr(args, r, None) or r for r in roles])
+        df = _id_columns_as_text(
+            df, path, [getattr(args, r, None) or r for r in roles], getattr(args, "sep", ","), args.encoding
+        )
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
     options: dict = {}
@@ -1018,7 +1052,9 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tally", default="n", help="tally column of grouped data (default n)")
     p.add_argument(
-        "--item", default=None, help="item column of long data (default item), or of a wide table (default: none)"
+        "--item",
+        default=None,
+        help="item column of long data (default item), or of a wide table (default: a column named item, if any)",
     )
     p.add_argument("--rater", default=None, help="rater column of long data (default rater)")
     p.add_argument(
@@ -1029,6 +1065,15 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rating", default=None, help="rating column of long data (default rating)")
     p.add_argument("--categories", default=None, help="comma-separated category scale, e.g. 1,2,3,4")
+    p.add_argument(
+        "--sep",
+        type=_separator,
+        default=",",
+        help="the file's field separator: one character, or 'tab' (default ','; Excel in many locales saves ';')",
+    )
+    p.add_argument(
+        "--encoding", default="utf-8", help="the file's text encoding, e.g. latin-1 or cp1252 (default utf-8)"
+    )
     p.add_argument(
         "--normalize-labels",
         action="store_true",
