@@ -603,10 +603,18 @@ def test_normalize_labels_flag_merges_spellings(tmp_path):
     )
     path = tmp_path / "spell.csv"
     df.to_csv(path, index=False)
+    # refused before the fit: each spelling a category of its own is a fit no one wants
     res = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "o"), "--quiet")
-    assert res.returncode == 0
-    assert "pyrater: warning:" in res.stderr and "--normalize-labels" in res.stderr
-    assert "4 categories" in res.stderr
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "'Yes' (1 rating) and 'yes' (58 ratings) and 'yes ' (1 rating)" in res.stderr
+    assert "--normalize-labels" in res.stderr
+    assert not (tmp_path / "o").exists()
+    # the spellings of another case declared as the scale: kept apart, as asked
+    cased = df.assign(rating=df["rating"].str.strip())
+    cased.to_csv(path, index=False)
+    res = run("fit", str(path), "--method", "em", "--categories", "no,yes,Yes", "--out", str(tmp_path / "c"))
+    assert res.returncode == 0 and "3 categories" in res.stderr, res.stderr
+    df.to_csv(path, index=False)
     res = run("fit", str(path), "--method", "em", "--normalize-labels", "--out", str(tmp_path / "n"), "--quiet")
     assert res.returncode == 0, res.stderr
     assert "2 categories" in res.stderr and "warning" not in res.stderr

@@ -235,11 +235,22 @@ def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> 
             options["item"] = "item"
     if getattr(args, "normalize_labels", False):
         options["normalize_labels"] = True
+    from .data.ratings import LabelSpellingWarning
+
     try:
-        return as_rating_data(df, data_format, **options)
+        with warnings.catch_warnings():
+            if "categories" not in options and "normalize_labels" not in options:
+                warnings.simplefilter("error", LabelSpellingWarning)  # a fit of each spelling as a class is no use
+            return as_rating_data(df, data_format, **options)
     except RatingDataError as exc:
         advice = _data_advice(str(exc), df, data_format, args)
         raise RatingDataError(f"{path} (row numbers are lines of the file): {advice}") from None
+    except LabelSpellingWarning as exc:
+        found = str(exc).split("; they are kept as different labels")[0]
+        raise CLIError(
+            f"{path}: {found}. Each spelling would be its own category; pass --normalize-labels to merge them "
+            "(each becomes its most frequent spelling), or clean the file if they differ in meaning"
+        ) from None
 
 
 def _merge_patterns(df: pd.DataFrame, raters: list[str], tally: str) -> pd.DataFrame:
