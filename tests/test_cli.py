@@ -1086,3 +1086,11 @@ def test_excel_exports_other_encodings_and_workbooks_are_read_or_named(tmp_path)
     for bad, message in ((["--sep", ";;"], "give one character"), (["--encoding", "nope"], "not a text encoding")):
         res = run("fit", str(tmp_path / "utf8.csv"), *bad, *flags, "--out", str(tmp_path / "o"))
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):
+    _, path = _sim_csv(tmp_path, n_items=20, n_raters=3, n_categories=2)
+    known = tmp_path / "known.csv"
+    known.write_text("item,label\n")
+    res = run("fit", str(path), "--method", "em", "--known", str(known), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "a header and no rows" in res.stderr, res.stderr

@@ -123,6 +123,15 @@ def test_a_suffix_of_another_format_is_warned_about_and_the_file_still_loads(lon
         fit.save(tmp_path / "fit")
 
 
+def test_saving_to_a_folder_or_into_no_folder_is_refused_before_anything_is_written(long_data, tmp_path):
+    fit = pyrater.em(long_data, method="map", seed=1)
+    with pytest.raises(IsADirectoryError, match=r"is a folder; give a file name for the fit, e\.g\. .*fit\.nc"):
+        fit.save(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"no folder .*missing.*mkdir\(parents=True\)"):
+        fit.save(tmp_path / "missing" / "fit.nc")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left behind
+
+
 def test_em_keeps_its_known_items_through_the_file(long_data, tmp_path):
     data = long_data
     known = {data.unit_labels[2]: data.categories[0], data.unit_labels[5]: data.categories[1]}

@@ -733,6 +733,8 @@ def _read_known(path_text: str | None) -> pd.Series | None:
     cols = ["item", "label"] if {"item", "label"} <= set(df.columns) else list(df.columns[:2])
     if len(cols) < 2:
         raise CLIError(f"--known {path}: expected two columns item,label; found {list(df.columns)}")
+    if df.empty:
+        raise CLIError(f"--known {path}: the file has a header and no rows; give item,label rows, or leave out --known")
     missing = df[cols].isna().any(axis=1)
     if missing.any():
         lines = (np.flatnonzero(missing.to_numpy()) + 2).tolist()

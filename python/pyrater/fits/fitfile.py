@@ -591,6 +591,17 @@ def _check_suffix(path: Path) -> None:
         )
 
 
+def _check_target(path: Path) -> None:
+    """Refuse, before anything is written, a path the fit cannot be saved to: a folder, or one in no folder."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give a file name for the fit, e.g. {path / 'fit.nc'}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot save the fit to {path}: no folder {path.parent} (create it first, e.g. "
+            f"Path({str(path.parent)!r}).mkdir(parents=True))"
+        )
+
+
 def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
     """Write ``fit`` to ``path`` (see the module docstring); returns the path.
 
@@ -622,6 +633,7 @@ def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
             f"pyrater.fits.fitfile.register_fit_class({method!r}, {cls.__name__}) so the file can be loaded"
         )
     path = Path(path)
+    _check_target(path)
     _check_suffix(path)
     data: RatingData = fit.data
     groups: dict[str, xr.Dataset] = {}
