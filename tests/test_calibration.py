@@ -382,7 +382,7 @@ def test_cli_gold_writes_calibrated_probabilities(tmp_path, sim_fit):
     pd.DataFrame({"a": [1], "b": [2], "c": [3]}).to_csv(wide, index=False)
     few = tmp_path / "few_gold.csv"
     gold.iloc[:3].rename("label").rename_axis("item").reset_index().to_csv(few, index=False)
-    for path, text in ((wide, "two columns (item, label)"), (few, "at least")):
+    for path, text in ((wide, "two columns (item, label)"), (few, "calibrating on --gold needs at least")):
         res = subprocess.run(
             [
                 sys.executable,

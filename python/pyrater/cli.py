@@ -923,7 +923,9 @@ def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     try:
         gold, _ = check_gold(frame, data.unit_labels, data.categories, what="the ratings file")
     except (TypeError, ValueError) as exc:
-        raise CLIError(f"--gold {gold_path}: {exc}") from None
+        # the command line calibrates with calibrate()'s defaults: say it in its own terms
+        text = re.sub(r"^calibrate\(method='[^']*', cv=\d+\) needs", "calibrating on --gold needs", str(exc))
+        raise CLIError(f"--gold {gold_path}: {text}") from None
     return gold
 
 
