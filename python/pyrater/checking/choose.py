@@ -105,8 +105,9 @@ class ModelChoice:
         ``{name: fit}`` of every candidate fitted.
     skipped : dict
         ``{name: why}`` of candidates that could not be fitted to these data
-        (say, a family for ordered scales on two categories), and of priors
-        changed so that a mode exists.
+        (say, a family for ordered scales on two categories), of default
+        families left out for these data (item difficulty by EM above its
+        size limit), and of priors changed so that a mode exists.
     prior_scale : dict
         ``{name: scale}`` for the candidates whose prior strength was tuned
         (``method="em"``, a family named without priors that offers it:
