@@ -307,9 +307,7 @@ def report(
             "item-difficulty family by EM on binary data only) has its mean over those sets: "
             + shown
             + (
-                " (`dawid_skene` on the same sets: "
-                + "; ".join(f"{same[c]:.3f} beside `{c}`" for c in same)
-                + ")."
+                " (`dawid_skene` on the same sets: " + "; ".join(f"{same[c]:.3f} beside `{c}`" for c in same) + ")."
                 if same
                 else "."
             ),
