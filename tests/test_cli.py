@@ -1033,6 +1033,12 @@ def test_item_and_rater_labels_with_leading_zeros_stay_apart(tmp_path):
     assert sorted(items) == ["001", "002", "01", "1", "2"]
     raters = pd.read_csv(tmp_path / "out" / "raters.csv", dtype={"rater": str})["rater"]
     assert sorted(raters) == ["07", "7"]
+    # a --known file names the items as the ratings file does
+    (tmp_path / "known.csv").write_text("item,label\n001,no\n01,no\n")
+    res = run("fit", str(path), "--method", "em", "--known", str(tmp_path / "known.csv"), "--out", str(tmp_path / "k"))
+    assert res.returncode == 0, res.stderr
+    probs = pd.read_csv(tmp_path / "k" / "class_probabilities.csv", dtype={"item": str}).set_index("item")
+    assert probs.loc["001", "no"] == 1.0 and probs.loc["01", "no"] == 1.0 and probs.loc["1", "no"] < 1.0
     # labels that read back the same as numbers stay numbers (their order, the outputs)
     clean = pd.DataFrame({"item": [1, 1, 2, 2, 10, 10], "rater": [1, 2] * 3, "rating": ["y", "y", "n", "n", "y", "n"]})
     clean.to_csv(tmp_path / "clean.csv", index=False)

@@ -733,6 +733,7 @@ def _read_known(path_text: str | None) -> pd.Series | None:
     cols = ["item", "label"] if {"item", "label"} <= set(df.columns) else list(df.columns[:2])
     if len(cols) < 2:
         raise CLIError(f"--known {path}: expected two columns item,label; found {list(df.columns)}")
+    df = _id_columns_as_text(df, path, [cols[0]])  # 001 stays 001, as in the ratings file
     if df.empty:
         raise CLIError(f"--known {path}: the file has a header and no rows; give item,label rows, or leave out --known")
     missing = df[cols].isna().any(axis=1)
@@ -920,6 +921,7 @@ def _read_gold(gold_path: Path, data: RatingData) -> pd.Series:
     from .checking.calibration import check_gold
 
     frame = _read_table(gold_path, "--gold", "(item, label) rows")
+    frame = _id_columns_as_text(frame, gold_path, ["item" if "item" in frame.columns else str(frame.columns[0])])
     try:
         gold, _ = check_gold(frame, data.unit_labels, data.categories, what="the ratings file")
     except (TypeError, ValueError) as exc:
