@@ -200,12 +200,11 @@ def _id_columns_as_text(
 
 
 def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> RatingData:
-    df = _read_table(path, "", "ratings", sep=getattr(args, "sep", ","), encoding=getattr(args, "encoding", "utf-8"))
+    sep, encoding = getattr(args, "sep", ","), getattr(args, "encoding", "utf-8")
+    df = _read_table(path, "", "ratings", sep=sep, encoding=encoding)
     if data_format != "grouped":  # labels of items (and raters) as the file writes them: 001 is not 1
         roles = ("item", "rater") if data_format == "long" else ("item",)
-        df = _id_columns_as_text(
-            df, path, [getattr(args, r, None) or r for r in roles], getattr(args, "sep", ","), args.encoding
-        )
+        df = _id_columns_as_text(df, path, [getattr(args, r, None) or r for r in roles], sep, encoding)
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
     options: dict = {}
