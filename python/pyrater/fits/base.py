@@ -563,7 +563,8 @@ def _classes_without_items(pi: np.ndarray, data: RatingData) -> str:
     of those ratings as an error.  That may be right (a "can't tell" answer no
     item deserves) or a sign that the model cannot tell the classes apart
     (an estimate at the edge of the simplex): worth a look either way.
-    Returns "" when there is none.
+    Returns "" when there is none, and for data on a Dask cluster (no pass
+    over the partitions for a note).
 
     Parameters
     ----------
@@ -572,6 +573,8 @@ def _classes_without_items(pi: np.ndarray, data: RatingData) -> str:
     data : RatingData
         The fitted data (unit weights count items).
     """
+    if not isinstance(data, RatingData):  # DistributedRatingData: the counts live in the cluster's partitions
+        return ""
     weight = np.asarray(data.weight, dtype=float)
     votes = np.asarray(category_votes(data.counts, data.n_categories))
     share = weight @ votes
