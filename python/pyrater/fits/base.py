@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._validation import label_repr
 from ..data.ratings import RatingData
 from ..models import Model
-from ..models.kernels import category_votes
 
 __all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load", "SUMMARY_MAX_ROWS"]
 
@@ -575,26 +575,19 @@ def _classes_without_items(pi: np.ndarray, data: RatingData) -> str:
     """
     if not isinstance(data, RatingData):  # DistributedRatingData: the counts live in the cluster's partitions
         return ""
-    weight = np.asarray(data.weight, dtype=float)
-    votes = np.asarray(category_votes(data.counts, data.n_categories))
-    share = weight @ votes
+    share = data.rating_counts().to_numpy(dtype=float)
     total = share.sum()
     if total <= 0:
         return ""
     share = share / total
-    n_items = weight.sum()
+    n_items = float(np.sum(data.weight))
     empty = np.flatnonzero((pi * n_items < 0.5) & (share >= EMPTY_CLASS_MIN_SHARE))
     if empty.size == 0:
         return ""
     shown = ", ".join(
-        f"{_category_text(data.categories[k])} (pi {pi[k]:.2g}; {100 * share[k]:.0f}% of the ratings)" for k in empty
+        f"{label_repr(data.categories[k])} (pi {pi[k]:.2g}; {100 * share[k]:.0f}% of the ratings)" for k in empty
     )
     return f"{shown}: every rating of {'it' if empty.size == 1 else 'them'} is explained as an error"
-
-
-def _category_text(category: Any) -> str:
-    """A category as a message shows it: a text label quoted, a number as it reads (``2``, not ``np.int64(2)``)."""
-    return repr(category) if isinstance(category, str) else str(category)
 
 
 def load(path: str | Path, allow_pickle: bool = False, *, lazy: bool = True) -> Fit:
