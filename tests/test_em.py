@@ -778,6 +778,21 @@ def test_default_map_search_finds_the_best_mode_em_finds(anesthesia):
     assert pyrater.fit(anesthesia, method="em").log_posterior == pytest.approx(fit.log_posterior, abs=1e-9)
 
 
+def test_search_passes_over_starts_whose_objective_is_nan():
+    """A start whose short run ends at NaN is never kept over one with a finite objective; all NaN keeps the first."""
+    from pyrater.inference.em.start import search
+
+    values = {"a": np.nan, "b": -10.0, "c": -3.0, "d": np.nan}
+
+    def run_from(T0, n_iter, x=None):
+        return {"trace": np.array([values[T0]]), "converged": True, "T": T0}
+
+    starts = [(k, k) for k in values]
+    assert search(run_from, starts, max_iter=5)["T"] == "c"
+    values.update(b=np.nan, c=np.nan)
+    assert search(run_from, starts, max_iter=5)["T"] == "a"  # no StopIteration
+
+
 @pytest.mark.stan
 def test_default_map_search_reaches_stans_optimum(anesthesia):
     opt = pyrater.fit(anesthesia, "dawid_skene", method="optimize", seed=1, progress=False)

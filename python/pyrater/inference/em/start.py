@@ -93,10 +93,14 @@ def _first_best(values: list[float], candidates: list[int], margin: float) -> in
 
     Runs that reach one optimum (or label-switched copies of it) tie up to
     rounding; taking the first in start order keeps the choice the same
-    whichever backend computed them.
+    whichever backend computed them.  A value that is NaN counts as ``-inf``;
+    when no candidate has a value above ``-inf``, the first is returned.
     """
-    top = max(values[r] for r in candidates)
-    return next(r for r in candidates if values[r] >= top - margin * max(1.0, abs(top)))
+    finite = {r: (values[r] if values[r] == values[r] else -np.inf) for r in candidates}
+    top = max(finite.values())
+    if top == -np.inf:
+        return candidates[0]
+    return next(r for r in candidates if finite[r] >= top - margin * max(1.0, abs(top)))
 
 
 def search(run_from: Any, starts: list[tuple[str, np.ndarray]], max_iter: int, margin: float = 1e-10) -> dict[str, Any]:
