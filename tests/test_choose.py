@@ -47,6 +47,32 @@ def test_pseudo_bma_plus_splits_evenly_between_models_that_predict_alike_and_is_
     assert clear[0] > 0.999
 
 
+def test_pseudo_bma_plus_draws_its_bootstrap_in_blocks_with_the_same_numbers(monkeypatch):
+    """Blocks of bootstrap draws (bounded memory at any number of items) give the one-shot weights."""
+    import tracemalloc
+
+    from pyrater.checking import compare as cmp
+
+    rng = np.random.default_rng(2)
+    pointwise = rng.normal(-2.0, 0.5, size=(500, 3)) + np.array([0.0, -0.01, -0.02])
+    a = np.random.default_rng(7).dirichlet(np.ones(500), size=1000)  # the formula, all draws at once
+    z = 500 * (a @ pointwise)
+    w = np.exp(z - z.max(axis=1, keepdims=True))
+    expected = (w / w.sum(axis=1, keepdims=True)).mean(axis=0)
+    monkeypatch.setattr(cmp, "_PBMA_BLOCK_BYTES", 8 * 500 * 3)  # three draws a block, the last one short
+    np.testing.assert_allclose(pseudo_bma_plus_weights(pointwise, seed=7), expected, rtol=1e-12)
+    monkeypatch.undo()
+    # 50,000 items: all 1,000 draws at once would take 400 MB; the blocks stay near their 32 MiB
+    big = np.random.default_rng(3).normal(-1.0, 0.3, size=(50_000, 2))
+    tracemalloc.start()
+    try:
+        pseudo_bma_plus_weights(big, seed=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 * 2**20
+
+
 @pytest.mark.parametrize(
     ("diff", "dse", "expected"),
     [(0.0, 0.0, True), (-3.9, 0.1, True), (-4.1, 1.0, False), (-9.0, 5.0, True), (-11.0, 5.0, False)],

@@ -74,6 +74,24 @@ def test_recomputed_log_lik_gives_the_same_loo_and_waic(sim, ds):
     )
 
 
+def test_waic_stays_within_its_memory_budget():
+    """WAIC's chunk is a quarter of the budget; its row statistics must not add several chunk-sized temporaries."""
+    import tracemalloc
+
+    sim = pyrater.simulate("dawid_skene", n_items=12_000, n_raters=20, n_categories=3, raters_per_item=3, seed=4)
+    f = _gibbs(sim.data, chains=2, warmup=50, draws=200, seed=1, log_lik=False)
+    budget = 0.05  # GiB: chunks of 4,194 items x 400 draws (13 MiB)
+    tracemalloc.start()
+    try:
+        res = waic(f, max_memory_gib=budget, progress=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < budget * 2**30
+    ref = waic(f, max_memory_gib=1.0, progress=False)  # one chunk
+    np.testing.assert_allclose(res.elpd_i.to_numpy(), ref.elpd_i.to_numpy(), rtol=1e-12)
+
+
 def test_grouped_data_loo_is_over_items(caries_path):
     df = pd.read_csv(caries_path)
     f = _gibbs(df, chains=2, warmup=100, draws=200, seed=1, data_format="grouped")

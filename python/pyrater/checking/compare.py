@@ -648,6 +648,10 @@ def waic_arrays(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lppd_i - p_i, p_i
 
 
+#: units per block of WAIC's row statistics (each block's temporaries: 1024 x draws doubles)
+_WAIC_ROWS = 1024
+
+
 def waic(fit: Fit, *, max_memory_gib: float | None = None, progress: bool | None = None) -> ELPD:
     """WAIC (widely applicable information criterion) on the per-item log-likelihood.
 
@@ -679,8 +683,10 @@ def waic(fit: Fit, *, max_memory_gib: float | None = None, progress: bool | None
         for lo in range(0, I, step):
             hi = min(I, lo + step)
             ll = f.log_lik_units((lo, hi), out=buf[: hi - lo])
-            lppd[lo:hi] = logsumexp(ll, axis=1) - np.log(S)
-            var[lo:hi] = np.var(ll, axis=1)
+            for a in range(0, hi - lo, _WAIC_ROWS):  # logsumexp and var make temporaries of their input's size
+                rows = ll[a : a + _WAIC_ROWS]
+                lppd[lo + a : lo + a + rows.shape[0]] = logsumexp(rows, axis=1) - np.log(S)
+                var[lo + a : lo + a + rows.shape[0]] = np.var(rows, axis=1)
             bar.update(hi - lo)
     elpd_i, p_i = _expand(f, lppd - var), _expand(f, var)
     n = elpd_i.size
@@ -739,6 +745,10 @@ def stacking_weights(elpd_i: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+#: bytes of Bayesian-bootstrap weights drawn at a time by :func:`pseudo_bma_plus_weights`
+_PBMA_BLOCK_BYTES = 32 * 2**20
+
+
 def pseudo_bma_plus_weights(elpd_i: np.ndarray, n_items: int | None = None, *, draws: int = 1000, seed: int = 0):
     """Pseudo-BMA+ weights (Yao et al. 2018): pseudo-BMA regularised by the Bayesian bootstrap, (N, M) -> (M,).
 
@@ -754,12 +764,18 @@ def pseudo_bma_plus_weights(elpd_i: np.ndarray, n_items: int | None = None, *, d
     elpd_i = np.asarray(elpd_i, dtype=float)
     N, M = elpd_i.shape
     scale = float(N if n_items is None else n_items)
-    a = np.random.default_rng(seed).dirichlet(np.ones(N), size=draws)  # (draws, N)
-    z = scale * (a @ elpd_i)  # (draws, M)
-    z -= z.max(axis=1, keepdims=True)
-    w = np.exp(z)
-    w /= w.sum(axis=1, keepdims=True)
-    return w.mean(axis=0)
+    rng = np.random.default_rng(seed)
+    ones = np.ones(N)
+    rows = max(1, _PBMA_BLOCK_BYTES // (8 * N))  # bootstrap draws per block: memory bounded at any N
+    total = np.zeros(M)
+    for start in range(0, draws, rows):
+        a = rng.dirichlet(ones, size=min(rows, draws - start))  # (block, N): the same stream as one call
+        z = scale * (a @ elpd_i)  # (block, M)
+        z -= z.max(axis=1, keepdims=True)
+        w = np.exp(z)
+        w /= w.sum(axis=1, keepdims=True)
+        total += w.sum(axis=0)
+    return total / draws
 
 
 #: the name of :func:`compare`'s majority-vote baseline row
