@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 import pyrater
-from pyrater.checking.choose import _pick, _pointwise
+from pyrater.checking.choose import _pick
 from pyrater.checking.compare import BASELINE_NAME
 from pyrater.checking.scoring import majority_vote, score
 
@@ -74,7 +74,7 @@ def run_one(name: str, data_dir: Path, details: Path | None = None) -> tuple[lis
         }
     )
     # the rule before held-out agreement: elpd alone (the simplest of the candidates equivalent to the best)
-    by_elpd = _pick(choice.table.drop(columns=["labels_as_well"], errors="ignore"), _pointwise(choice.fits))
+    by_elpd = _pick(choice.table.drop(columns=["labels_as_well"], errors="ignore"))
     rows.append(
         {"dataset": name, "K": K, "method": "auto_elpd", "chosen": by_elpd, **score(choice.fits[by_elpd], truth)}
     )
@@ -136,7 +136,6 @@ def gold_choice(table: pd.DataFrame, arrays: dict[str, np.ndarray], share: float
     pos = units.get_indexer(arrays["gold_items"])
     truth = arrays["gold"][pos >= 0]
     pos = pos[pos >= 0]
-    pointwise = {n: arrays[f"elpd_i/{n}"] for n in models.index}
     out = {"auto_gold": 0.0, "dawid_skene": 0.0, "best": 0.0}
     for split in range(splits):
         rng = np.random.default_rng(split)
@@ -144,7 +143,7 @@ def gold_choice(table: pd.DataFrame, arrays: dict[str, np.ndarray], share: float
         mine[rng.choice(pos.size, size=max(1, round(share * pos.size)), replace=False)] = True
         gold = np.full(units.size, -1, dtype=np.int64)
         gold[pos[mine]] = truth[mine]
-        chosen = _pick(gold_columns(models, probs, gold, np.ones(units.size)), pointwise)
+        chosen = _pick(gold_columns(models, probs, gold, np.ones(units.size)))
         rest, z = pos[~mine], truth[~mine]
         acc = {n: float(np.mean(p[rest].argmax(axis=1) == z)) for n, p in probs.items()}
         out["auto_gold"] += acc[chosen] / splits
@@ -157,7 +156,7 @@ def rechoose(res: pd.DataFrame, tables: pd.DataFrame, details: list[Path]) -> pd
     """Each set's ``auto`` row by the current rule on the run's saved table, plus two held-out-agreement rules.
 
     ``auto`` returns one of its candidates' fits, so its scores are the chosen family's row.  Rebuilt here
-    from the saved comparison table and per-item elpd (``choose._pick``, as ``fit(data, "auto")`` runs it),
+    from the saved comparison table (``choose._pick``, as ``fit(data, "auto")`` runs it),
     so a report made after the rule changed shows the rule of the code.  ``auto_agree``: the candidate with
     the highest held-out rater agreement; ``auto_as_well``: the candidates within twice the paired standard
     error of the best agreement, then the elpd rule (both studied, neither the default).
@@ -172,9 +171,8 @@ def rechoose(res: pd.DataFrame, tables: pd.DataFrame, details: list[Path]) -> pd
             arrays = {k: z[k] for k in z.files}
         tab = tab.set_index("candidate").drop(columns=["labels_as_well"], errors="ignore")
         models = tab.drop(index=BASELINE_NAME, errors="ignore")
-        pointwise = {n: arrays[f"elpd_i/{n}"] for n in models.index}
         rows = res[res["dataset"] == name].set_index("method")
-        chosen = {"auto": _pick(tab, pointwise)}
+        chosen = {"auto": _pick(tab)}
         if "agree_cv" in models.columns:
             chosen["auto_agree"] = str(models["agree_cv"].idxmax())
             best = chosen["auto_agree"]
@@ -185,7 +183,7 @@ def rechoose(res: pd.DataFrame, tables: pd.DataFrame, details: list[Path]) -> pd
                 d = d[np.isfinite(d)]
                 se = float(np.sqrt(d.size * np.var(d))) / d.size
                 close.append(n != BASELINE_NAME and -float(d.mean()) <= 2.0 * se + 1e-9)
-            chosen["auto_as_well"] = _pick(tab.assign(labels_as_well=close), pointwise)
+            chosen["auto_as_well"] = _pick(tab.assign(labels_as_well=close))
         for method, family in chosen.items():
             row = rows.loc[family].to_dict()
             row.update(dataset=name, method=method, chosen=family)

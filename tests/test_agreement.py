@@ -256,7 +256,8 @@ def test_missing_ratings_and_single_ratings():
     # an item rated once counts in the classification probabilities (Gwet), not in observed agreement
     wide = pd.DataFrame({"A": [1, 2, 1, 2, 1], "B": [1, 2, 2, nan, 1], "C": [1, nan, 1, nan, nan]})
     t = agreement(wide, data_format="wide", ci="none").table
-    assert t.loc["percent_agreement", "n_items"] == 5
+    assert t.loc["percent_agreement", "n_items"] == 4  # the items it averages over (two ratings or more)
+    assert t.loc["fleiss_kappa", "n_items"] == 5  # item 4's single rating enters the chance agreement
     assert t.loc["krippendorff_alpha", "n_items"] == 4
     # percent agreement by hand: items 1 (3/3 agree), 2 (1), 3 (1 of 3 pairs), 5 (1)
     assert t.loc["percent_agreement", "estimate"] == pytest.approx((1 + 1 + 1 / 3 + 1) / 4)

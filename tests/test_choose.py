@@ -174,6 +174,55 @@ def test_auto_chooses_the_generating_family(family):
     assert accuracy >= np.mean(vote == sim.z) - 0.01
 
 
+def test_the_rule_takes_the_simplest_within_4_nats_not_within_twice_the_standard_error():
+    from pyrater.checking.choose import _pick
+
+    table = pd.DataFrame(
+        {
+            "elpd_kfold": [-937.3, -940.4, -952.1, -961.5],
+            "p_kfold": [32.8, 15.9, 7.5, 3.9],
+            "dse": [0.0, 5.5, 8.4, 8.6],
+            "equivalent": [True, True, True, False],  # one_coin: 14.8 nats behind, within 2 se
+        },
+        index=["dawid_skene", "class_conditional", "one_coin", BASELINE_NAME],
+    )
+    assert _pick(table) == "class_conditional"
+    assert _pick(table.assign(p_kfold=[32.8, 40.0, 7.5, 3.9])) == "dawid_skene"
+
+
+def test_auto_on_a_few_hundred_items_does_not_take_a_simpler_model_that_predicts_clearly_worse():
+    """A user's report: on 300 items the simplest 'equivalent' model (one-coin, 15 nats behind) labelled worse than MV."""
+    sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=6, n_categories=3, raters_per_item=3, seed=1)
+    f = _quiet_fit(sim.data, "auto", seed=1, progress=False)
+    table = f.model_choice.table.drop(index=BASELINE_NAME)
+    ic = "elpd_loo"
+    assert table.loc[f.model.name, ic] >= table[ic].max() - 4.0, table
+    assert table.loc["one_coin", "equivalent"] and table.loc["one_coin", ic] < table[ic].max() - 4.0
+    accuracy = np.mean(f.class_probabilities().to_numpy().argmax(axis=1) == sim.z)
+    one_coin = f.model_choice.fits["one_coin"].class_probabilities().to_numpy().argmax(axis=1)
+    assert accuracy > np.mean(one_coin == sim.z) + 0.1
+
+
+def test_auto_names_the_candidate_in_each_fits_warnings():
+    sim = pyrater.simulate("dawid_skene", 60, 4, n_categories=3, raters_per_item=2, seed=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pyrater.fit(
+            sim.data,
+            "auto",
+            method="gibbs",
+            chains=2,
+            warmup=20,
+            draws=20,
+            seed=1,
+            progress=False,
+            candidates=["dawid_skene", "one_coin"],
+        )
+    mcmc = [str(w.message) for w in caught if "MCMC problems" in str(w.message)]
+    assert mcmc and all(m.startswith(("candidate dawid_skene: ", "candidate one_coin: ")) for m in mcmc), mcmc
+    assert {w.filename for w in caught if "MCMC problems" in str(w.message)} == {__file__}
+
+
 def test_auto_warns_when_majority_votes_model_predicts_as_well():
     # the vote model's own story: each item its own rating distribution, raters exchangeable
     rng = np.random.default_rng(8)
@@ -344,8 +393,10 @@ def test_auto_gold_is_checked():
         pyrater.fit(sim.data, "dawid_skene", method="em", gold={sim.data.unit_labels[0]: sim.data.categories[0]})
     with pytest.raises(ValueError, match="gold is empty"):
         pyrater.fit(sim.data, "auto", gold={})
-    with pytest.raises(ValueError, match="item"):
+    with pytest.raises(ValueError, match="gold-class item 'no such item' not found"):  # named as the user passed it
         pyrater.fit(sim.data, "auto", gold={"no such item": sim.data.categories[0]})
+    with pytest.raises(ValueError, match="gold class 9 not among the categories"):
+        pyrater.fit(sim.data, "auto", gold={sim.data.unit_labels[0]: 9})
 
 
 def test_pointwise_information_averages_to_the_raters_mutual_information():

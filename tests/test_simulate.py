@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import pyrater
 from pyrater.data import RatingData
 from pyrater.models import (
     ClassConditionalDawidSkene,
@@ -77,6 +78,16 @@ def test_seed_reproduces_and_differs(name):
     assert _same(a, b)
     assert not _same(a, c)
     assert a.model == name
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_a_bad_seed_is_refused_in_the_users_terms(seed):
+    for name in ALL:
+        with pytest.raises(ValueError, match=r"seed must be a non-negative integer, a numpy Generator"):
+            pyrater.simulate(name, 10, 3, n_categories=3, seed=seed)
+    gen = np.random.default_rng(5)  # a Generator and a SeedSequence are seeds too
+    assert pyrater.simulate("dawid_skene", 10, 3, n_categories=3, seed=gen).data.n_items == 10
+    assert pyrater.simulate("dawid_skene", 10, 3, n_categories=3, seed=np.random.SeedSequence(5)).data.n_items == 10
 
 
 def test_no_global_random_state_used():

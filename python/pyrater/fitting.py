@@ -409,7 +409,7 @@ def _fit_auto(
         )
     data = as_rating_data(data, data_format, **data_options)
     data.known_codes(known)  # bad known items: an error now
-    gold_codes = data.known_codes(gold)  # bad gold items too
+    gold_codes = data.known_codes(gold, what="gold")  # bad gold items too
     if gold_codes is not None and not np.any(gold_codes >= 0):
         raise ValueError("gold is empty: give {item label: true category label} for at least one item")
     seed = resolve_seed(seed)

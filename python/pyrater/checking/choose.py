@@ -10,7 +10,8 @@ NUTS) by PSIS-LOO.  The rule:
    is fitted with its default prior's pseudo-counts times each of
    :data:`PRIOR_SCALES` (0.25, 0.5, 1, 2), each fit scored on the same
    10-fold split; the default is kept unless another strength predicts the
-   held-out items clearly better (not ``equivalent``, as in step 2), and the
+   held-out items clearly better (not ``equivalent``: a difference of 4 nats
+   or more and more than twice its standard error, paired by item), and the
    kept fit is the family's candidate (``ModelChoice.prior_scale``; the
    reason names a strength other than the default).  How strongly the
    raters' error matrices should be pulled towards the prior is a property
@@ -20,10 +21,14 @@ NUTS) by PSIS-LOO.  The rule:
    other candidates (a few nats, below the ``equivalent`` margin);
 1. rank the candidates by elpd, the expected log predictive density of a
    new item's ratings;
-2. among the candidates whose elpd is not separated from the best one's
-   (``equivalent``: a difference below 4 or below twice its standard error,
-   paired by item), take the one with the fewest effective parameters
-   (``p_loo`` / ``p_kfold``): equally predictive, simpler;
+2. among the candidates whose elpd is within 4 nats of the best one's (a
+   difference too small to matter, :data:`~pyrater.checking.compare.SMALL_ELPD_DIFF`;
+   Sivula et al. 2020), take the one with the fewest effective parameters
+   (``p_loo`` / ``p_kfold``): as predictive, simpler.  A larger difference
+   keeps the best, even where it is within twice its standard error
+   (``equivalent`` in the table): on small data that margin admits models
+   that predict clearly worse on average, and preferring the simplest of
+   them picked misspecified models that labelled worse than majority vote;
 3. add the vote model, majority vote's predictive counterpart that ignores
    who rated (:mod:`pyrater.checking.vote_model`), as a baseline row; when
    the chosen model does not predict clearly better than it, say so (in the
@@ -60,7 +65,7 @@ from ..fits.base import Fit
 from ..models import Model, get_model, model_names
 from ..models.base import mode_priors as _mode_priors
 from .agreement import held_out_agreement, vote_held_out_agreement
-from .compare import BASELINE_NAME, _kfold_on_split, compare, equivalent_to_best
+from .compare import BASELINE_NAME, SMALL_ELPD_DIFF, _kfold_on_split, compare, equivalent_to_best
 from .vote_model import category_counts
 
 __all__ = ["ModelChoice", "AUTO_METHODS", "default_candidates", "choose_model"]
@@ -234,7 +239,7 @@ def choose_model(
                 model, note = _mode_priors(model, K, J)
                 if note:
                     skipped[name] = note
-            fits[name] = fit_one(model, method)
+            fits[name] = _fit_named(fit_one, model, method, name)
         except ValueError as exc:  # the family refuses these data (checked before any work)
             skipped[name] = f"not fitted: {exc}"
     if not fits:
@@ -272,7 +277,7 @@ def choose_model(
         if gold is not None:
             table = _with_gold(table, fits, gold)
         table = _with_agreement(table, fits)
-        chosen = _pick(table, _pointwise(fits))
+        chosen = _pick(table)
         reason = _reason(table, method, chosen)
     if tuning:
         reason += "; " + "; ".join(tuning)
@@ -288,6 +293,23 @@ def choose_model(
             stacklevel=user_stacklevel(),
         )
     return best, choice
+
+
+def _fit_named(fit_one: Any, model: Model, method: str, label: str) -> Fit:
+    """``fit_one(model, method)`` with its warnings issued again, the candidate named in front.
+
+    Among several candidates a bare "MCMC problems" or convergence warning
+    does not say which model it concerns.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = fit_one(model, method)
+    for w in caught:
+        try:
+            warnings.warn(f"candidate {label}: {w.message}", w.category, stacklevel=user_stacklevel())
+        except TypeError:  # a warning class whose constructor takes other arguments
+            warnings.warn(f"candidate {label}: {w.message}", UserWarning, stacklevel=user_stacklevel())
+    return fit
 
 
 def _tune_prior_scale(
@@ -312,7 +334,7 @@ def _tune_prior_scale(
             return None
         scaled, _ = _mode_priors(scaled, K, J)
         try:
-            variants[scale] = fit_one(scaled, "em")
+            variants[scale] = _fit_named(fit_one, scaled, "em", f"{model.name} (prior strength x{scale:g})")
         except ValueError:  # refused as the default was not: keep the default
             return fit, 1.0, (0.0, 0.0)
     variants[1.0] = fit
@@ -411,17 +433,7 @@ def _ic(table: pd.DataFrame) -> str:
     return next(c for c in table.columns if c.startswith("elpd_") and c != "elpd_diff")
 
 
-def _pointwise(fits: dict[str, Fit]) -> dict[str, np.ndarray]:
-    """Each fit's per-item elpd (its K-fold or PSIS-LOO result, as :func:`pyrater.compare` left it)."""
-    out = {}
-    for name, f in fits.items():
-        res = f.__dict__.get("_kfold_result") or f.__dict__.get("_loo_result")
-        if res is not None and getattr(res, "method", None) != "subsample":
-            out[name] = res.elpd_i.to_numpy()
-    return out
-
-
-def _pick(table: pd.DataFrame, pointwise: dict[str, np.ndarray] | None = None) -> str:
+def _pick(table: pd.DataFrame) -> str:
     """The module's rule: the candidates that label as well as the best; of them the simplest of the most predictive."""
     models = table.drop(index=BASELINE_NAME, errors="ignore")
     if "labels_as_well" in models.columns:
@@ -431,22 +443,15 @@ def _pick(table: pd.DataFrame, pointwise: dict[str, np.ndarray] | None = None) -
     if "equivalent" not in models.columns:
         return best
     pcol = "p_" + ic.removeprefix("elpd_")
-    tied = [n for n in models.index if n == best or _close(table, n, best, pointwise)]
+    tied = [n for n in models.index if n == best or _close(table, n, best)]
     return str(min(tied, key=lambda n: (float(models.loc[n, pcol]), -float(models.loc[n, ic]))))
 
 
-def _close(table: pd.DataFrame, name: str, best: str, pointwise: dict[str, np.ndarray] | None) -> bool:
-    """Whether ``name``'s elpd is not separated from ``best``'s (:func:`equivalent_to_best`, paired by item)."""
+def _close(table: pd.DataFrame, name: str, best: str) -> bool:
+    """Whether ``name``'s elpd is within :data:`~pyrater.checking.compare.SMALL_ELPD_DIFF` nats of ``best``'s."""
     ic = _ic(table)
     diff = float(table.loc[name, ic] - table.loc[best, ic])
-    if not np.isfinite(diff):  # a held-out item impossible under one of them (elpd -inf)
-        return False
-    if pointwise is not None and name in pointwise and best in pointwise:
-        d = pointwise[name] - pointwise[best]
-        dse = float(np.sqrt(d.size * np.var(d)))
-    else:  # the table's dse is against its top row; otherwise the rule's absolute part alone
-        dse = float(table.loc[name, "dse"]) if table.index[0] == best else 0.0
-    return equivalent_to_best(diff, dse)
+    return bool(np.isfinite(diff) and -diff < SMALL_ELPD_DIFF)  # -inf: a held-out item impossible under one
 
 
 def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
@@ -488,8 +493,8 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
         text += f"; next {rest[0]} at {models.loc[rest[0], ic] - models.loc[best, ic]:+.1f})" if rest else ")"
     else:
         text += (
-            f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}), "
-            f"with fewer effective parameters"
+            f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}, "
+            f"within {SMALL_ELPD_DIFF:g}), with fewer effective parameters"
         )
     if "agree_cv" in table.columns and "gold_accuracy" not in table.columns:
         every = table.drop(index=BASELINE_NAME, errors="ignore")

@@ -784,8 +784,11 @@ class RatingData:
             raise RatingDataError(f"{what} {_show(bad)} not found in the data")
         return np.asarray(codes, dtype=np.int64)
 
-    def known_codes(self, known: dict | pd.Series | None) -> np.ndarray | None:
-        """Turn ``{item label: true category label}`` into a (I,) code array (-1 = unknown)."""
+    def known_codes(self, known: dict | pd.Series | None, what: str = "known") -> np.ndarray | None:
+        """Turn ``{item label: true category label}`` into a (I,) code array (-1 = unknown).
+
+        ``what`` names the argument in the errors (``"known"``, ``"gold"``).
+        """
         if known is None:
             return None
         series = pd.Series(known) if not isinstance(known, pd.Series) else known
@@ -794,10 +797,10 @@ class RatingData:
             return out
         if series.index.has_duplicates:
             raise RatingDataError(
-                f"known classes given twice for items {_show(series.index[series.index.duplicated()])}"
+                f"{what} classes given twice for items {_show(series.index[series.index.duplicated()])}"
             )
-        units = self.encode_units(series.index, what="known-class item")
-        out[units] = self.encode_categories(series.to_numpy(), what="known class")
+        units = self.encode_units(series.index, what=f"{what}-class item")
+        out[units] = self.encode_categories(series.to_numpy(), what=f"{what} class")
         return out
 
     # ------------------------------------------------------------ builders

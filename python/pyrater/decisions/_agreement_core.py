@@ -225,7 +225,8 @@ def percent_agreement(N: np.ndarray, w: np.ndarray, W: np.ndarray) -> Estimate:
     pa = float(np.sum(w * pa_u) / n2)
     x = (n / n2) * pa_u
     var = _linearised_var(x, pa, w, n)
-    return Estimate(pa, pa, 0.0, float(np.sqrt(var)), n - 1, n, "Gwet (2014) linearisation")
+    # its items are those with two or more ratings (one rating has no pair to agree with)
+    return Estimate(pa, pa, 0.0, float(np.sqrt(var)), n - 1, n2, "Gwet (2014) linearisation")
 
 
 def _chance_corrected(N, w, W, pe_fn: Callable, pe_unit_fn: Callable) -> Estimate:

@@ -156,7 +156,11 @@ class AgreementResult:
         ``se``, ``ci_lower``, ``ci_upper``, ``ci_method`` (how the interval
         and the standard error were obtained), ``observed`` and ``expected``
         (observed and chance agreement entering the coefficient) and
-        ``n_items`` (items that entered it).
+        ``n_items`` (items that entered it: for percent agreement the
+        items with two or more ratings; for the chance-corrected
+        coefficients every rated item, since an item with one rating enters
+        their chance agreement; for Cohen's kappa the items both raters
+        rated).
     level : str
         Level of measurement: ``"nominal"``, ``"ordinal"``, ``"interval"`` or ``"ratio"``.
     weights : DataFrame, shape (K, K)

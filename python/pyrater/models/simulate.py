@@ -323,7 +323,18 @@ def _start(
     N = I * R * reps
     _check_size(I, J, N, 2, k_known=False)
     _PENDING.set((I, J, N))
-    return I, J, np.random.default_rng(seed)
+    return I, J, np.random.default_rng(_check_sim_seed(seed))
+
+
+def _check_sim_seed(seed: Any) -> SeedLike:
+    """A simulator's seed: None, a non-negative integer, or a numpy Generator or SeedSequence."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(
+            f"seed must be a non-negative integer, a numpy Generator or SeedSequence, or None; got {seed!r}"
+        )
+    return int(seed)
 
 
 def _check_categories(categories: Any, K: int) -> None:
