@@ -539,6 +539,7 @@ def test_soft_majority_vote():
         ({"model": "nonsense"}, "unknown model"),
         ({"model": HierarchicalDawidSkene()}, "not supported by EM"),
         ({"model": "hierarchical"}, "not supported by EM"),
+        ({"model": "hierarchical"}, r"models EM fits: 'dawid_skene', .*'item_difficulty', .*'ordinal', .*'community'"),
         ({"tol": -1}, "tol"),
         ({"max_iter": 0}, "max_iter"),
         ({"n_restarts": -1}, "n_restarts"),

@@ -286,8 +286,16 @@ def test_truncated_and_corrupted_files_are_refused(em_file, tmp_path):
     with pytest.raises(FitFileError, match="truncated or corrupted"):
         pyrater.load(truncated)
     truncated.write_bytes(raw[:5])
-    with pytest.raises(FitFileError, match="empty or truncated"):
+    with pytest.raises(FitFileError, match="holds only 5 bytes: a fit file cut short"):
         pyrater.load(truncated)
+    text = tmp_path / "text.txt"  # a short file of something else is not called a truncated fit
+    text.write_bytes(b"hello\n")
+    with pytest.raises(FitFileError, match="holds only 6 bytes: not a pyrater fit file"):
+        pyrater.load(text)
+    text.write_bytes(b"")
+    with pytest.raises(FitFileError, match="is empty: not a fit file"):
+        pyrater.load(text)
+
     # flip bytes inside the stored class probabilities: the Fletcher-32 checksum catches it
     with h5py.File(path, "r") as h5:
         info = h5["fit_state/class_probs"].id.get_chunk_info(0)

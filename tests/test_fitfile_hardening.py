@@ -676,3 +676,45 @@ def test_a_saved_gibbs_fit_keeps_its_class_probabilities(long_data, tmp_path, mo
     monkeypatch.undo()
     with h5py.File(tmp_path / "gibbs.nc", "r") as h5:
         assert h5["fit_state/rb_class_probs"].shape == (long_data.n_units, long_data.n_categories)
+
+
+# ------------------------------------------------------------------ an "auto" fit's model choice
+@pytest.fixture(scope="module")
+def auto_fit():
+    sim = pyrater.simulate("dawid_skene", 100, 5, n_categories=3, raters_per_item=3, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pyrater.fit(sim.data, "auto", seed=1, progress=False, candidates=["dawid_skene", "one_coin"])
+
+
+def test_an_auto_fit_keeps_its_model_choice_but_not_the_candidates_fits(auto_fit, tmp_path):
+    back = pyrater.load(auto_fit.save(tmp_path / "auto.nc"))
+    saved, choice = back.model_choice, auto_fit.model_choice
+    assert (saved.chosen, saved.reason, saved.skipped, saved.prior_scale) == (
+        choice.chosen,
+        choice.reason,
+        choice.skipped,
+        choice.prior_scale,
+    )
+    pd.testing.assert_frame_equal(saved.table, choice.table, check_dtype=False)
+    assert saved.table["chosen"].dtype == bool and saved.table["n_bad_k"].dtype == np.int64
+    assert saved.fits == {} and choice.reason in str(back.summary())
+    assert pyrater.load(pyrater.em(auto_fit.data, seed=1).save(tmp_path / "plain.nc")).model_choice is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda mc: mc.update(reason=3), "'reason' is not text"),
+        (lambda mc: mc.update(table=[]), "'model_choice.table' is a list, not an object"),
+        (lambda mc: mc["table"]["data"].__delitem__(-1), "its 'data' does not match"),
+        (lambda mc: mc["table"]["data"][0].__setitem__(1, {"x": 1}), "not a number, text, true/false or null"),
+        (lambda mc: mc.update(prior_scale={"dawid_skene": "big"}), "'prior_scale' must map names to numbers"),
+    ],
+)
+def test_a_damaged_model_choice_is_refused_naming_it(auto_fit, tmp_path, edit, message):
+    path = auto_fit.save(tmp_path / "auto.nc")
+    rewrite_block(path, lambda block: edit(block["model_choice"]))
+    with pytest.raises(FitFileError, match="model_choice") as err:
+        pyrater.load(path, lazy=False)
+    assert message in str(err.value)

@@ -40,6 +40,12 @@ PROGRESS_DELAY = 2.0
 
 
 def progress_bar(show: bool, total: int | None, desc: str, unit: str = "it") -> Any:
-    """A tqdm bar for a step of ``total`` units, shown only when ``show`` and the step runs > 2 s."""
+    """A tqdm bar for a step of ``total`` units, shown only when ``show`` and the step runs > 2 s.
+
+    Without a total tqdm prints the count and the unit side by side: a space
+    keeps them apart ("EM: 115 iterations"; tqdm adds no plural).
+    """
     tqdm = import_tqdm()
+    if total is None:
+        unit = f" {unit.strip()}s"
     return tqdm(total=total, desc=desc, unit=unit, disable=not show, delay=PROGRESS_DELAY, leave=False)

@@ -48,6 +48,7 @@ def anesthesia() -> pd.DataFrame:
 
     Examples
     --------
+    >>> from pyrater.datasets import anesthesia
     >>> from pyrater import RatingData
     >>> RatingData.from_long(anesthesia()).n_items
     45
@@ -69,6 +70,7 @@ def caries() -> pd.DataFrame:
 
     Examples
     --------
+    >>> from pyrater.datasets import caries
     >>> from pyrater import RatingData
     >>> RatingData.from_grouped(caries(), tally="n").n_items
     3859

@@ -113,7 +113,9 @@ def fit(
         (``method="em"`` or ``"gibbs"``; see :class:`pyrater.DistributedRatingData`).
     model : str or model object
         ``"dawid_skene"``, ``"hierarchical"``, ``"class_conditional"``,
-        ``"homogeneous"``, ``"one_coin"``, ``"mace"``, or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
+        ``"homogeneous"``, ``"one_coin"``, ``"mace"``, ``"pooled"``,
+        ``"community"``, ``"item_difficulty"``, ``"ordinal"`` (the list:
+        ``pyrater.models.model_names()``), or e.g. ``DawidSkene(alpha=..., beta=...)`` to set
         priors.  Each family lists the methods that fit it
         (``pyrater.get_model(name).methods``).  ``"auto"``: let the data
         choose: every family ``method`` fits (or the ``candidates``) is
@@ -130,15 +132,15 @@ def fit(
         Default ``"mcmc"``, and ``"em"`` for ``model="auto"`` (which takes
         ``"em"``, ``"gibbs"``, ``"mcmc"`` or ``"optimize"``).
         ``"mcmc"``: NUTS in Stan; ``"gibbs"``: the blocked Gibbs sampler in
-        numba (Dawid-Skene,
-        class-conditional, one-coin, MACE and homogeneous models, same priors as Stan, one
-        pass over the counts per draw: for large data); ``"optimize"``:
+        numba (Dawid-Skene, class-conditional, homogeneous, one-coin, MACE,
+        pooled and community models, same priors as Stan, one pass over the
+        counts per draw: for large data); ``"optimize"``:
         posterior mode in Stan (L-BFGS from ``n_inits`` starts, best kept);
         ``"em"``: posterior mode by EM with the model's priors (see
         :func:`pyrater.em` for maximum likelihood); ``"pathfinder"``: Stan's
         Pathfinder variational approximation (cmdstanpy engine only;
-        ``chains`` paths, ``draws`` PSIS-resampled draws; see
-        a fit with ``pathfinder_diagnostics()``).  On the simplex a mode
+        ``chains`` paths, ``draws`` PSIS-resampled draws; a fit's
+        ``pathfinder_diagnostics()`` says how well it approximates).  On the simplex a mode
         needs every Dirichlet/Beta hyperparameter >= 1 (rater's default
         off-diagonal ``beta`` is ``3.2 / (K - 1)``, below 1 for K >= 5):
         there ``"optimize"`` warns and ``"em"`` takes the mode on the
@@ -499,7 +501,8 @@ def sbc(
 
     Examples
     --------
-    >>> result = sbc("one_coin", "gibbs", n_sims=50, progress=False)  # doctest: +SKIP
+    >>> import pyrater
+    >>> result = pyrater.sbc("one_coin", "gibbs", n_sims=50, progress=False)  # doctest: +SKIP
     >>> result.passed()  # doctest: +SKIP
     True
     """

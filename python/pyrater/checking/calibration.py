@@ -120,6 +120,7 @@ neural networks. *ICML*.
 
 Examples
 --------
+>>> import pandas as pd
 >>> import pyrater
 >>> sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=4, n_categories=3, seed=2)
 >>> fit = pyrater.em(sim.data)

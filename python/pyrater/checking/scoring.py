@@ -163,6 +163,7 @@ def accuracy(
 
     Examples
     --------
+    >>> from pyrater.checking.scoring import accuracy
     >>> accuracy([0, 1, 1], [0, 1, 0])
     0.6666666666666666
     >>> accuracy([0, 1], probs=[[0.5, 0.5], [0.2, 0.8]], ties="split")
@@ -191,6 +192,7 @@ def macro_f1(y_true: np.ndarray, y_pred: np.ndarray, labels: np.ndarray | None =
 
     Examples
     --------
+    >>> from pyrater.checking.scoring import macro_f1
     >>> round(macro_f1([0, 0, 1, 1], [0, 1, 1, 1]), 4)   # F1 = 2/3 and 4/5
     0.7333
     """
@@ -311,6 +313,7 @@ def expected_calibration_error(
 
     Examples
     --------
+    >>> from pyrater.checking.scoring import expected_calibration_error
     >>> round(expected_calibration_error([0, 1], [[0.9, 0.1], [0.8, 0.2]], n_bins=1), 6)  # |0.5 - 0.85|
     0.35
     >>> round(expected_calibration_error([0, 1], [[0.9, 0.1], [0.8, 0.2]], n_bins=10), 6)  # (0.1 + 0.8) / 2
@@ -360,6 +363,7 @@ def ece_noise_floor(
 
     Examples
     --------
+    >>> from pyrater.checking.scoring import ece_noise_floor
     >>> round(ece_noise_floor([[0.5, 0.5]] * 4, n_bins=1, reps=4000, seed=1), 2)  # E|Bin(4, 1/2)/4 - 1/2|
     0.19
     """
@@ -599,9 +603,11 @@ def majority_vote(
 
     Examples
     --------
+    >>> import pyrater
+    >>> import pandas as pd
     >>> df = pd.DataFrame({"item": [1, 1, 2, 2, 2], "rater": [1, 2, 1, 2, 3],
     ...                    "rating": ["b", "a", "b", "b", "a"]})
-    >>> majority_vote(df).labels.tolist()          # item 1 is a tie: "a" comes first
+    >>> pyrater.majority_vote(df).labels.tolist()          # item 1 is a tie: "a" comes first
     ['a', 'b']
     """
     if tie_break not in _TIE_BREAKS:

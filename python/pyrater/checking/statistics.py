@@ -169,6 +169,8 @@ class Statistic:
 
     Examples
     --------
+    >>> from pyrater.checking import Statistic
+    >>> import numpy as np
     >>> share_ones = Statistic(lambda r: np.mean(r.rating == 0), name="share_of_first_category")
     """
 
@@ -220,6 +222,9 @@ class Discrepancy(Statistic):
     --------
     Share of ratings that agree with the item's true class:
 
+    >>> from pyrater.checking import Discrepancy
+    >>> from pyrater.checking.scoring import accuracy
+    >>> import numpy as np
     >>> def accuracy(r, p):
     ...     return np.mean(r.rating == p.z[r.item])
     >>> check = Discrepancy(accuracy)

@@ -856,6 +856,8 @@ class RatingData:
 
         Examples
         --------
+        >>> from pyrater import RatingData
+        >>> import pandas as pd
         >>> df = pd.DataFrame({"item": ["a", "a", "b"], "rater": [1, 2, 1], "rating": ["y", "n", "y"]})
         >>> RatingData.from_long(df, categories=["n", "y", "maybe"]).n_categories
         3

@@ -296,7 +296,7 @@ def agreement(
     --------
     >>> import pandas as pd, pyrater
     >>> wide = pd.DataFrame({"A": [1, 2, 3, 3, 2], "B": [1, 2, 3, 3, 1], "C": [1, 2, 3, None, 2]})
-    >>> res = agreement(wide, data_format="wide")
+    >>> res = pyrater.agreement(wide, data_format="wide")
     >>> round(float(res["krippendorff_alpha"].estimate), 3)
     0.8
     """
@@ -577,7 +577,8 @@ class ModelAgreement:
     def __str__(self) -> str:
         with pd.option_context("display.width", 140, "display.max_columns", 20, "display.max_rows", 40):
             return (
-                f"Agreement implied by the model ({self.ci_method}; {self.prob:.0%} intervals)\n"
+                f"Agreement implied by the model ({self.ci_method}"
+                f"{f'; {self.prob:.0%} intervals' if self.n_draws else ''})\n"
                 f"Raters:\n{self.raters.round(3).to_string()}\nPanel:\n{self.panel.round(3).to_string()}"
             )
 
@@ -740,7 +741,7 @@ def model_agreement(
     method = (
         f"posterior mean, sd and central interval over {pi.shape[0]} draws"
         if has_draws
-        else f"point estimate of a {getattr(fit, 'method', 'point')} fit (no draws: no intervals)"
+        else f"point estimate of the {getattr(fit, 'method', 'point')} fit: no draws, no standard errors or intervals"
     )
     if w_name != "identity":
         method += f"; {w_name} weights"

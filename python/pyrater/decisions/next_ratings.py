@@ -201,7 +201,7 @@ def next_ratings(
     >>> import pyrater
     >>> sim = pyrater.simulate("dawid_skene", 300, 6, n_categories=3, raters_per_item=2, seed=1)
     >>> fit = pyrater.em(sim.data, method="map")
-    >>> plan = next_ratings(fit, budget=50)
+    >>> plan = pyrater.next_ratings(fit, budget=50)
     >>> len(plan), list(plan.columns[:4])
     (50, ['rank', 'item', 'rater', 'info_gain'])
     """

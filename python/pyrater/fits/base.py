@@ -477,7 +477,8 @@ class Fit:
 
         A :class:`pyrater.checking.choose.ModelChoice`: the chosen family,
         the one-line reason (shown by :meth:`summary`), the comparison table
-        and every candidate's fit.  Not saved in fit files.
+        and every candidate's fit.  A fit file keeps all of it but the
+        candidates' fits: after :func:`pyrater.load`, ``fits`` is empty.
         """
         return self.__dict__.get("_model_choice")
 

@@ -44,8 +44,11 @@ The JSON block holds ``format``, ``format_version``, ``method``, ``class``,
 arrays), ``engine``, ``seed``, ``settings``, ``known_items``
 (``{item: category}``), ``versions`` (pyrater, Python, numpy, pandas, xarray,
 ArviZ, Stan engine), ``data`` (the exact label values and their types),
-``layout`` (which variables hold the fit's arrays) and ``fields`` (the fit's
-remaining attributes).  Arrays inside the JSON block are
+``layout`` (which variables hold the fit's arrays), ``fields`` (the fit's
+remaining attributes) and, for a fit chosen by ``fit(data, "auto")``,
+``model_choice`` (``chosen``, ``reason``, the comparison ``table`` as
+``index``/``columns``/``data`` with NaN as null, ``skipped``,
+``prior_scale``; not the candidates' fits).  Arrays inside the JSON block are
 ``{"__ndarray__": dtype, "shape": [...], "data": [...]}``; non-finite floats
 are written as Python's ``json`` writes them (``NaN``, ``Infinity``).
 
@@ -561,6 +564,36 @@ def _encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _choice_to_json(choice: Any) -> dict[str, Any]:
+    """The JSON of an "auto" fit's model choice: chosen, reason, table (split layout, NaN as null), skipped, scales."""
+
+    def cell(v: Any) -> Any:
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+        if isinstance(v, (float, np.floating)):
+            return float(v) if np.isfinite(v) else None
+        return None if v is None else str(v)
+
+    table = choice.table
+    return {
+        "chosen": str(choice.chosen),
+        "reason": str(choice.reason),
+        "table": {
+            "index": [str(i) for i in table.index],
+            "columns": [str(c) for c in table.columns],
+            "data": [[cell(v) for v in row] for row in table.itertuples(index=False, name=None)],
+        },
+        "skipped": {str(k): str(v) for k, v in choice.skipped.items()},
+        "prior_scale": {str(k): float(v) for k, v in choice.prior_scale.items()},
+    }
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 #: suffixes that name another file format than a fit file's (netCDF4/HDF5)
 _OTHER_FORMATS = {
     ".pkl": "a pickle",
@@ -713,6 +746,9 @@ def save_fit(fit: Any, path: str | Path, *, log_lik: bool = True) -> Path:
         "layout": layout,
         "fields": fields_json,
     }
+    choice = fit.__dict__.get("_model_choice")
+    if choice is not None:  # fit(data, "auto"): its reason and table (the candidates' fits are not saved)
+        block["model_choice"] = _choice_to_json(choice)
     text = json.dumps(block)
     attrs = {
         "pyrater_fit": text,
@@ -846,8 +882,11 @@ def load_fit(path: str | Path, allow_pickle: bool = False, *, max_memory_gib: fl
         head = handle.read(8)
         if head[:1] == b"\x80":  # pickle protocol >= 2
             return _read_pickle(path, handle, allow_pickle)
+        if len(head) == 0:
+            raise FitFileError(f"{path} is empty: not a fit file")
         if len(head) < len(_HDF5_SIGNATURE):
-            raise FitFileError(f"{path} is empty or truncated ({len(head)} bytes): not a readable fit file")
+            what = "a fit file cut short" if _HDF5_SIGNATURE.startswith(head) else "not a pyrater fit file"
+            raise FitFileError(f"{path} holds only {len(head)} bytes: {what} (a fit file is netCDF4/HDF5)")
         if head != _HDF5_SIGNATURE:
             raise FitFileError(f"{path} is not a pyrater fit file (not a netCDF4/HDF5 file)")
         handle.seek(0)
@@ -1310,7 +1349,50 @@ class _Reader:
         _check_summary(block, fit, fields_json)
         if _RB_STATE in self.state_shapes and _RB_CACHE in dir(cls) and _RB_STATE not in names:
             fit.__dict__[_RB_CACHE] = self.state(_RB_STATE, data)  # no pass over the draws on first use
+        if "model_choice" in block:
+            self.part = "the settings block: 'model_choice'"
+            fit.__dict__["_model_choice"] = self.model_choice(block["model_choice"])
         return fit
+
+    def model_choice(self, spec: Any) -> Any:
+        """The :class:`~pyrater.checking.choose.ModelChoice` of an "auto" fit, without the candidates' fits."""
+        from ..checking.choose import ModelChoice
+
+        spec = _dict(spec, "model_choice")
+        text = {key: spec.get(key) for key in ("chosen", "reason")}
+        for key, value in text.items():
+            if not isinstance(value, str):
+                self.fail(f"'{key}' is not text")
+        table = _dict(spec.get("table"), "model_choice.table")
+        index, columns, rows = table.get("index"), table.get("columns"), table.get("data")
+        if not (_str_list(index) and _str_list(columns) and isinstance(rows, list)):
+            self.fail("'table' needs lists 'index' and 'columns' of text and a list 'data' of rows")
+        if len(rows) != len(index) or any(not isinstance(r, list) or len(r) != len(columns) for r in rows):
+            self.fail(f"'table' has {len(index)} rows of {len(columns)} columns; its 'data' does not match")
+        if any(v is not None and not isinstance(v, (bool, int, float, str)) for r in rows for v in r):
+            self.fail("'table' holds a value that is not a number, text, true/false or null")
+        frame = pd.DataFrame(rows, index=pd.Index(index), columns=pd.Index(columns), dtype=object)
+        for col in frame.columns:  # numbers back to floats (null: NaN), true/false to bool
+            values = [v for v in frame[col] if v is not None]
+            if values and all(isinstance(v, bool) for v in values):
+                frame[col] = frame[col].astype(bool)
+            elif values and len(values) == len(frame) and all(type(v) is int for v in values):
+                frame[col] = frame[col].astype(np.int64)
+            elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                frame[col] = frame[col].astype(float)
+        maps = {key: _dict(spec.get(key, {}), f"model_choice.{key}") for key in ("skipped", "prior_scale")}
+        if not all(isinstance(v, str) for v in maps["skipped"].values()):
+            self.fail("'skipped' must map names to text")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in maps["prior_scale"].values()):
+            self.fail("'prior_scale' must map names to numbers")
+        return ModelChoice(
+            chosen=text["chosen"],
+            reason=text["reason"],
+            table=frame,
+            fits={},
+            skipped={str(k): v for k, v in maps["skipped"].items()},
+            prior_scale={str(k): float(v) for k, v in maps["prior_scale"].items()},
+        )
 
     def rating_data(self, spec: Any) -> RatingData:
         self.part = "the settings block: 'data'"

@@ -326,6 +326,7 @@ def simulate_community(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_community
     >>> sim = simulate_community(100, 6, n_categories=2, n_communities=2, s=50.0, seed=0)
     >>> sim.params["m"].shape, sim.params["community"].shape
     ((2, 2, 2), (6,))

@@ -144,6 +144,7 @@ def simulate_dawid_skene(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_dawid_skene
     >>> sim = simulate_dawid_skene(200, 5, n_categories=3, seed=1)
     >>> sim.data.n_ratings
     1000

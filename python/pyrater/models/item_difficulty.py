@@ -150,6 +150,7 @@ class ItemDifficulty(ModelFamily):
 
     Examples
     --------
+    >>> from pyrater.models import ItemDifficulty
     >>> ItemDifficulty(discrimination=False, guessing=False).variant
     '1PL'
     """

@@ -262,6 +262,7 @@ def simulate_mace(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_mace
     >>> sim = simulate_mace(100, 2, n_categories=2, competence=[0.9, 0.0], xi=[0.5, 0.5], seed=0)
     >>> sim.theta[1].tolist()
     [[0.5, 0.5], [0.5, 0.5]]

@@ -198,6 +198,7 @@ def simulate_one_coin(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_one_coin
     >>> sim = simulate_one_coin(100, 4, n_categories=3, p=[0.9, 0.8, 0.7, 0.6], seed=0)
     >>> sim.theta.shape, float(sim.theta[0, 2, 2])
     ((4, 3, 3), 0.9)

@@ -141,6 +141,7 @@ def ordinal_theta(shift: Any, scale: Any, K: int) -> np.ndarray:
 
     Examples
     --------
+    >>> from pyrater.models import ordinal_theta
     >>> th = ordinal_theta([0.0], [0.3], 4)
     >>> bool(th[0, 1, 0] > th[0, 1, 3])  # a near miss is likelier than a far one
     True
@@ -626,6 +627,7 @@ def simulate_ordinal(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_ordinal
     >>> sim = simulate_ordinal(100, 4, n_categories=5, shift=0.0, scale=0.3, seed=0)
     >>> sim.theta.shape
     (4, 5, 5)

@@ -240,6 +240,7 @@ def simulate_pooled(
 
     Examples
     --------
+    >>> from pyrater.models import simulate_pooled
     >>> sim = simulate_pooled(100, 6, n_categories=2, s=50.0, seed=0)
     >>> sim.params["m"].shape, sim.theta.shape
     ((2, 2), (6, 2, 2))

@@ -398,6 +398,7 @@ def simulate(
 
     Examples
     --------
+    >>> from pyrater.models import simulate
     >>> sim = simulate("class_conditional", 100, 4, n_categories=3, raters_per_item=2, seed=0)
     >>> sim.data.n_ratings, sim.params["p"].shape
     (200, (4, 3))

@@ -411,10 +411,12 @@ def model_kind(model: Model, numeric: bool = False) -> str:
             "in-memory data (a RatingData or pandas DataFrame) with pyrater.em or pyrater.fit(..., method='em')"
         )
     if model.conjugate is None:
+        from ...models import get_model, model_names
+
+        by_em = [repr(n) for n in model_names() if "em" in get_model(n).methods]
         raise ValueError(
-            f"the {model.title} model has no closed-form M-step and is not supported by EM; fit it with one of "
-            f"its methods {model.methods} (e.g. pyrater.fit(..., method='mcmc')), or use model='dawid_skene', "
-            "'class_conditional', 'homogeneous', 'one_coin', 'mace' or 'pooled' with EM"
+            f"the {model.title} model is not supported by EM; fit it with one of its methods {model.methods} "
+            f"(e.g. pyrater.fit(..., method='mcmc')), or use one of the models EM fits: {', '.join(by_em)}"
         )
     return model.conjugate
 

@@ -116,6 +116,7 @@ def stan_data(
 
     Examples
     --------
+    >>> from pyrater.inference.stan.data import stan_data
     >>> import pandas as pd
     >>> from pyrater import RatingData, DawidSkene
     >>> df = pd.DataFrame({"item": [1, 1, 2], "rater": ["a", "b", "a"], "rating": [1, 2, 2]})
