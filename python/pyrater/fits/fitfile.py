@@ -136,7 +136,7 @@ import stat
 import warnings
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NoReturn, TypeGuard, cast
 
 import numpy as np
 import pandas as pd
@@ -590,7 +590,7 @@ def _choice_to_json(choice: Any) -> dict[str, Any]:
     }
 
 
-def _str_list(value: Any) -> bool:
+def _str_list(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 

@@ -326,8 +326,8 @@ def _start(
     return I, J, np.random.default_rng(_check_sim_seed(seed))
 
 
-def _check_sim_seed(seed: Any) -> SeedLike:
-    """A simulator's seed: None, a non-negative integer, or a numpy Generator or SeedSequence."""
+def _check_sim_seed(seed: Any) -> int | np.random.Generator | np.random.SeedSequence | np.random.BitGenerator | None:
+    """A simulator's seed: None, a non-negative integer, or a numpy Generator, SeedSequence or BitGenerator."""
     if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
         return seed
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
