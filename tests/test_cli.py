@@ -123,6 +123,8 @@ def test_fit_command_writes_plots_for_mcmc(tmp_path, anesthesia_path):
         "2",
         "--draws",
         "200",
+        "--warmup",
+        "200",
         "--out",
         str(tmp_path),
         "--quiet",
@@ -145,6 +147,8 @@ def test_compare_command_prints_loo_table(anesthesia_path):
         "--chains",
         "2",
         "--draws",
+        "300",
+        "--warmup",
         "300",
     )
     assert res.returncode == 0, res.stderr
@@ -847,13 +851,13 @@ def test_method_flags_the_method_does_not_use_are_refused_and_defaults_still_app
         helps = {a.dest: a.help for a in parser._actions}
         assert all(parser.get_default(dest) is None for dest in ("engine", "chains", "draws", "warmup"))
         assert "default auto" in helps["engine"] and "default 4" in helps["chains"]
-        assert "default 1000" in helps["draws"] and "default: = --draws" in helps["warmup"]
-    # what reaches pyrater.fit: only the flags given (pyrater.fit's defaults for the others), warmup = --draws
+        assert "default 1000" in helps["draws"] and "default 1000, as in pyrater.fit" in helps["warmup"]
+    # what reaches pyrater.fit: only the flags given (pyrater.fit's defaults for the others, warmup too)
     _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
     calls = _record_fit(monkeypatch)
     expected = {
         ("--method", "mcmc"): {},
-        ("--method", "gibbs", "--draws", "40"): {"draws": 40, "warmup": 40},
+        ("--method", "gibbs", "--draws", "40"): {"draws": 40},
         ("--method", "gibbs", "--draws", "40", "--warmup", "0", "--chains", "2", "--thin", "4"): {
             "draws": 40, "warmup": 0, "chains": 2, "thin": 4,
         },
@@ -866,10 +870,30 @@ def test_method_flags_the_method_does_not_use_are_refused_and_defaults_still_app
             res = run(*command, *flags, "--out", str(tmp_path / "f"), "--quiet")
             assert res.returncode == 130, res.stderr
             assert {k: v for k, v in calls[-1].items() if k in sampler} == given, (command, flags)
-    for flags, given in (((), {}), (("--draws", "20"), {"draws": 20, "warmup": 20})):
+    for flags, given in (((), {}), (("--draws", "20"), {"draws": 20})):
         res = run("compare", str(path), *flags)
         assert res.returncode == 130 and calls[-1]["method"] == "mcmc", res.stderr
         assert {k: v for k, v in calls[-1].items() if k in sampler} == given
+
+
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+def test_draws_without_warmup_warms_up_as_pyrater_fit_does(tmp_path):
+    # --draws 20 without --warmup: pyrater.fit's warm-up (1000), not 20; the same fit as pyrater.fit(..., draws=20)
+    sim, path = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
+    ref = pyrater.fit(sim.data, method="gibbs", chains=2, draws=20, seed=3, progress=False)
+    assert ref.settings["warmup"] == 1000
+    out = tmp_path / "o"
+    res = run("fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "20", "--seed", "3", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert f"  warmup: {ref.settings['warmup']}" in res.stdout.splitlines()
+    assert f"warmup: {ref.settings['warmup']}" in (out / "summary.txt").read_text()
+    params = pd.read_csv(out / "parameters.csv", index_col=0)
+    np.testing.assert_allclose(params.loc[["pi[1]", "pi[2]"], "mean"], ref.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
+    # --warmup given: that many
+    res = run(
+        "fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "20", "--warmup", "7", "--out", str(out)
+    )
+    assert res.returncode == 0 and "  warmup: 7" in res.stdout.splitlines(), res.stderr
 
 
 def test_a_misspelt_option_gets_the_subcommands_usage_and_the_close_match(tmp_path):

@@ -29,8 +29,10 @@ against before any work (default 1 GiB).
 Method-specific flags (``--engine``, ``--chains``, ``--draws``,
 ``--warmup``, ``--thin``, ``--pi-moves``, ``--restarts``) default to None:
 only the flags given are passed on (pyrater.fit's defaults stand for the
-others, ``--warmup`` that of ``--draws``), and a flag the method does not
-use is refused before any data is read, naming the methods that take it.
+others: ``--draws 200`` without ``--warmup`` warms up for pyrater.fit's
+1000 iterations, as ``pyrater.fit(..., draws=200)`` does), and a flag the
+method does not use is refused before any data is read, naming the methods
+that take it.
 
 Errors are one line on stderr: input errors (with the file's line number
 and the column) exit with status 2, anything else with status 1; ``--debug``
@@ -781,7 +783,7 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
                 if check is not None:
                     check(data, budget)
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
-    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args, method)}
+    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args)}
     if method in ("mcmc", "gibbs", "pathfinder"):
         kwargs["log_lik"] = False  # the command line's outputs need no per-item log-likelihood (no LOO)
     if method == "optimize" and args.restarts is not None:
@@ -797,7 +799,7 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
         "seed": args.seed,
         "known": known,
         **_memory_options(args, method),
-        **_sampler_options(args, method),
+        **_sampler_options(args),
     }
     if args.restarts is not None:  # only with --method optimize (_check_model_method)
         kwargs["n_inits"] = args.restarts + 1
@@ -844,21 +846,30 @@ def _draws(args: argparse.Namespace) -> int:
     return args.draws if args.draws is not None else int(METHOD_ARGUMENTS["draws"][1])
 
 
-def _sampler_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
+def _sampler_options(args: argparse.Namespace) -> dict[str, Any]:
     """pyrater.fit's arguments for the sampler flags given (--engine, --chains, --draws, --warmup, --thin, --pi-moves).
 
-    A flag not given is left out (pyrater.fit's default), except that
-    --warmup defaults to --draws when --draws is given.  Call
-    :func:`_check_method_options` first: this passes on every flag given.
+    A flag not given is left out, so pyrater.fit's default stands for it
+    (``--warmup`` too: ``--draws 200`` alone warms up as ``pyrater.fit(...,
+    draws=200)`` does), and the same settings give the same fit on the
+    command line and in Python.  Call :func:`_check_method_options` first:
+    this passes on every flag given.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's arguments.
+
+    Returns
+    -------
+    dict
+        ``{argument: value}`` for each sampler flag given.
     """
-    options = {
+    return {
         dest: getattr(args, dest)
         for dest in ("engine", "chains", "draws", "warmup", "thin", "pi_moves")
         if getattr(args, dest, None) is not None
     }
-    if "draws" in options and "warmup" not in options and method in _flag_methods("warmup"):
-        options["warmup"] = options["draws"]
-    return options
 
 
 def _check_model_method(args: argparse.Namespace) -> None:
@@ -973,7 +984,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_column_options(args)
     memory = _memory_options(args, "mcmc")
-    sampler = _sampler_options(args, "mcmc")  # the flags given; pyrater.fit's defaults for the others
+    sampler = _sampler_options(args)  # the flags given; pyrater.fit's defaults for the others
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     fits = {}
@@ -1142,7 +1153,8 @@ def _add_sampler_options(p: argparse.ArgumentParser, with_method: bool = True) -
         "--warmup",
         type=_int_at_least(0),
         default=None,
-        help=f"MCMC warmup per chain ({used_by('warmup')}default: = --draws)",
+        help=f"MCMC warmup per chain ({used_by('warmup')}default {METHOD_ARGUMENTS['warmup'][1]}, as in "
+        "pyrater.fit, whatever --draws is)",
     )
 
 
