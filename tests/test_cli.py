@@ -1118,6 +1118,47 @@ def test_excel_exports_other_encodings_and_workbooks_are_read_or_named(tmp_path)
         assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
+def test_known_gold_and_priors_errors_name_the_option_and_the_file(tmp_path):
+    import json
+
+    sim, path = _sim_csv(tmp_path, n_items=40, n_raters=3, n_categories=2)
+    labels = tmp_path / "kn.csv"
+    labels.write_text(f"item,label\n{sim.data.unit_labels[0]},5\n")  # a class the ratings do not have
+    out = tmp_path / "o"
+    for flag, message in (
+        ("--known", "known class 5 not among the categories 1, 2"),
+        ("--gold", "gold labels [5] are not categories of the ratings file [1, 2]"),
+    ):
+        res = run("fit", str(path), "--method", "em", flag, str(labels), "--out", str(out))
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == f"pyrater: error: {flag} {labels}: {message}"
+        assert not (out / "class_probabilities.csv").exists()  # refused before the fit
+    labels.write_text("item,label\nnope,1\n")
+    res = run("fit", str(path), "--method", "em", "--known", str(labels), "--out", str(out))
+    assert res.returncode == 2 and f"--known {labels}: known-class item 'nope' not found" in res.stderr
+    # a prior of the wrong shape for the data: the file is named, before any fitting (Gibbs too)
+    _, path4 = _sim_csv(tmp_path, "k4.csv", n_items=40, n_raters=3, n_categories=4)
+    priors = tmp_path / "pri.json"
+    priors.write_text(json.dumps({"beta": np.ones((2, 2)).tolist()}))
+    shape = "beta must have shape (K, K) = (4, 4) or (J, K, K) = (3, 4, 4); got shape (2, 2)"
+    for method in (["--method", "em"], ["--method", "gibbs", "--draws", "20"]):
+        res = run("fit", str(path4), *method, "--priors", str(priors), "--out", str(out))
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == f"pyrater: error: --priors {priors}: {shape}"
+        assert "fitted" not in res.stderr and not (out / "class_probabilities.csv").exists()
+    priors.write_text(json.dumps({"alpha": [1, 2]}))
+    res = run("fit", str(path4), "--method", "em", "--priors", str(priors), "--out", str(out))
+    assert res.returncode == 2 and f"--priors {priors}: alpha must have shape (K,) = (4,); got shape (2,)" in res.stderr
+    res = run("fit", str(path4), "--method", "em", "--priors", str(priors), "--beta-diag", "3", "--out", str(out))
+    assert res.returncode == 2 and f"--priors {priors}: alpha must have shape" in res.stderr, res.stderr
+    # the Python API's message is its own
+    with pytest.raises(ValueError, match=r"^alpha must have shape \(K,\) = \(4,\)"):
+        pyrater.fit(pd.read_csv(path4), pyrater.DawidSkene(alpha=[1, 2]), method="em", progress=False)
+    # an error that is the data's, not the file's, does not name the file
+    res = run("fit", str(path), "--model", "ordinal", "--method", "em", "--priors", str(priors), "--out", str(out))
+    assert res.returncode == 2 and "K >= 3" in res.stderr and "--priors" not in res.stderr, res.stderr
+
+
 def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):
     _, path = _sim_csv(tmp_path, n_items=20, n_raters=3, n_categories=2)
     known = tmp_path / "known.csv"

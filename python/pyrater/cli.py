@@ -695,8 +695,13 @@ def _model(args: argparse.Namespace):
     return cls, options
 
 
-def _resolve_model(args: argparse.Namespace, K: int):
-    """The model object, with ``--beta-diag``/``--beta-off`` turned into K x K (or per-class) values."""
+def _resolve_model(args: argparse.Namespace, K: int, J: int):
+    """The model object, with ``--beta-diag``/``--beta-off`` turned into K x K (or per-class) values.
+
+    Its priors are resolved for ``K`` categories and ``J`` raters before any
+    fitting (see :func:`_checked_model`): a prior of the wrong shape or value
+    in the ``--priors`` file is refused naming the file.
+    """
     from .models import default_beta
 
     cls, options = _model(args)
@@ -710,10 +715,13 @@ def _resolve_model(args: argparse.Namespace, K: int):
                 options["beta2"] = off
         else:  # a Dirichlet beta (K, K); the pooled model's (on its population rows) is at least 1
             base = np.maximum(default_beta(K), 1.0) if args.model in ("pooled", "community") else default_beta(K)
-            beta = np.array(options.get("beta", base), dtype=float)
+            try:
+                beta = np.array(options.get("beta", base), dtype=float)
+            except (TypeError, ValueError):
+                raise CLIError(f"--priors {args.priors}: beta must be numbers; got {options['beta']!r}") from None
             if beta.shape != (K, K):
                 raise CLIError(
-                    f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
+                    f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file {args.priors} gives "
                     f"shape {beta.shape}"
                 )
             eye = np.eye(K, dtype=bool)
@@ -722,7 +730,67 @@ def _resolve_model(args: argparse.Namespace, K: int):
             if off is not None:
                 beta[~eye] = off
             options["beta"] = beta
-    return cls(**options)
+    return _checked_model(cls, options, args, K, J)
+
+
+def _checked_model(cls: type, options: dict[str, Any], args: argparse.Namespace, K: int, J: int):
+    """``cls(**options)`` with its priors resolved for ``K`` categories and ``J`` raters, before any fitting.
+
+    With a ``--priors`` file, an error of the priors (a shape or value the
+    model refuses) names ``--priors FILE``; the model's defaults are
+    resolved first, so an error that is the data's (the ordinal model on
+    two categories) keeps its own message.  The Python API's messages are
+    unchanged: only the command line adds the file.
+
+    Parameters
+    ----------
+    cls : type
+        The model family's class.
+    options : dict
+        Its arguments: the ``--priors`` file's, then the prior flags'.
+    args : argparse.Namespace
+        The command's arguments (``args.priors``: the file, if any).
+    K, J : int
+        Categories and raters of the data.
+
+    Returns
+    -------
+    model object
+
+    Raises
+    ------
+    CLIError
+        ``--priors FILE: <the model's message>``.
+    """
+    path = getattr(args, "priors", None)
+    if not path:
+        return cls(**options)
+    cls().priors(K, J)  # the defaults: an error here is not the file's
+    try:
+        model = cls(**options)
+        model.priors(K, J)
+    except ValueError as exc:
+        raise CLIError(f"--priors {path}: {exc}") from None
+    return model
+
+
+def _check_known(known: pd.Series | None, data: RatingData, path_text: str | None) -> None:
+    """``--known FILE``'s items and classes checked against the ratings before any fitting.
+
+    An item not in the ratings file, a class not among its categories or an
+    item given twice is refused with the reader's message after
+    ``--known FILE:`` (the fit would raise it without naming the file).
+
+    Raises
+    ------
+    CLIError
+    """
+    if known is None:
+        return
+    try:
+        data.known_codes(known)
+    except ValueError as exc:
+        raise CLIError(f"--known {path_text}: {exc}") from None
 
 
 def _read_known(path_text: str | None) -> pd.Series | None:
@@ -769,7 +837,7 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
     method = _method(args)
     if args.model == "auto":
         return _fit_auto(data, args, method, known)
-    model = _resolve_model(args, data.n_categories)
+    model = _resolve_model(args, data.n_categories, data.n_raters)
     if method in ("em", "em-ml"):
         kwargs: dict[str, Any] = {"n_restarts": args.restarts} if args.restarts is not None else {}
         budget = getattr(args, "max_memory_gib", None)
@@ -909,6 +977,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     known = _read_known(args.known)
+    _check_known(known, data, args.known)
     gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
     if gold is not None and known is not None:
         from .checking.calibration import check_gold_not_known
