@@ -1159,6 +1159,64 @@ def test_known_gold_and_priors_errors_name_the_option_and_the_file(tmp_path):
     assert res.returncode == 2 and "K >= 3" in res.stderr and "--priors" not in res.stderr, res.stderr
 
 
+def test_binary_files_are_named_by_their_first_bytes_not_sent_to_encoding_advice(tmp_path):
+    import pickle
+
+    sim, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    # a fit saved in Python (netCDF-4/HDF5) given as the ratings table: what it is, and how to open it
+    fit_path = tmp_path / "fit.nc"
+    pyrater.fit(sim.data, method="em", seed=1, progress=False).save(fit_path)
+    assert fit_path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    res = run("fit", str(fit_path), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"pyrater: error: {fit_path}: this looks like a fit saved by pyrater (fit.save) or another netCDF-4/HDF5 "
+        "file, not a table: pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: "
+        f"--sep); open a saved fit in Python with pyrater.load({str(fit_path)!r})"
+    ]
+    for flag, holds in (("--known", "(item, label) rows"), ("--gold", "(item, label) rows")):
+        res = run("fit", str(path), "--method", "em", flag, str(fit_path), "--out", str(tmp_path / "o"))
+        assert res.returncode == 2, res.stderr
+        assert f"{flag} {fit_path}: this looks like a fit saved by pyrater" in res.stderr
+        assert f"{flag} reads {holds} from a CSV file" in res.stderr and "--encoding" not in res.stderr
+    assert not (tmp_path / "o" / "class_probabilities.csv").exists()
+    # other binary formats, by their signatures
+    frame = pd.read_csv(path)
+    pd.to_pickle(frame, tmp_path / "ratings.pkl")  # protocol 5
+    (tmp_path / "old.pkl").write_bytes(pickle.dumps(frame, protocol=2))
+    np.save(tmp_path / "ratings.npy", np.zeros((3, 3)))
+    np.savez(tmp_path / "ratings.npz", ratings=np.zeros((3, 3)))
+    (tmp_path / "classic.nc").write_bytes(b"CDF\x01" + bytes(60))
+    (tmp_path / "offset.nc").write_bytes(b"CDF\x02" + bytes(60))
+    (tmp_path / "ratings.parquet").write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+    (tmp_path / "ratings.feather").write_bytes(b"ARROW1\x00\x00" + bytes(60))
+    for name, says in (
+        ("ratings.pkl", ["this is a Python pickle, not a table", "allow_pickle=True", "pandas.read_pickle"]),
+        ("old.pkl", ["this is a Python pickle, not a table"]),
+        ("ratings.npy", ["this is a numpy array (numpy.save)"]),
+        ("ratings.npz", ["this is a numpy archive of arrays (numpy.savez)"]),
+        ("classic.nc", ["this is a netCDF file (classic format)", "pyrater.load(path)"]),
+        ("offset.nc", ["this is a netCDF file (classic format)"]),
+        ("ratings.parquet", ["this is a Parquet table", "pandas.read_parquet"]),
+        ("ratings.feather", ["this is a Feather (Arrow) table", "pandas.read_feather"]),
+    ):
+        res = run("fit", str(tmp_path / name), "--method", "em", "--out", str(tmp_path / "o"))
+        err = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(err) == 1, (name, res.stderr)
+        assert err[0].startswith(f"pyrater: error: {tmp_path / name}: ") and "pyrater fit reads a table" in err[0]
+        assert all(text in err[0] for text in says) and "--encoding" not in err[0], (name, err[0])
+    # a workbook is still one; cp1252 text starting with the euro sign (0x80) is text: the encoding advice
+    (tmp_path / "ratings.xlsx").write_bytes(b"PK\x03\x04" + bytes(100))
+    res = run("fit", str(tmp_path / "ratings.xlsx"), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "spreadsheet workbook, not CSV text" in res.stderr
+    euro = tmp_path / "euro.csv"
+    frame.rename(columns={"item": "€item"}).to_csv(euro, index=False, encoding="cp1252")
+    assert euro.read_bytes()[:1] == b"\x80"
+    res = run("fit", str(euro), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "not utf-8 text (the byte 0x80 is not utf-8)" in res.stderr
+    assert "--encoding latin-1 or cp1252" in res.stderr
+
+
 def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):
     _, path = _sim_csv(tmp_path, n_items=20, n_raters=3, n_categories=2)
     known = tmp_path / "known.csv"

@@ -62,6 +62,7 @@ import tempfile
 import time
 import traceback
 import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -128,14 +129,114 @@ def _separator(text: str) -> str:
     return text
 
 
+#: Binary formats known by their first bytes: (signature, kind); a zip is a workbook or a numpy archive
+#: (:func:`_zip_kind`), a pickle of protocol 2 or later starts with 0x80 and the protocol (:func:`_binary_kind`)
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89HDF\r\n\x1a\n", "hdf5"),  # HDF5, netCDF-4: pyrater's fit files (fit.save)
+    (b"CDF\x01", "netcdf"),  # netCDF classic
+    (b"CDF\x02", "netcdf"),  # netCDF 64-bit offset
+    (b"CDF\x05", "netcdf"),  # netCDF 64-bit data (CDF-5)
+    (b"PAR1", "parquet"),
+    (b"ARROW1", "feather"),  # Feather v2 / Arrow IPC file
+    (b"\x93NUMPY", "npy"),
+    (b"PK\x03\x04", "zip"),  # xlsx, ods, npz
+    (b"\xd0\xcf\x11\xe0", "workbook"),  # OLE2: xls
+)
+
+
+def _zip_kind(path: Path) -> str:
+    """A zip file's kind: ``"npz"`` when every entry is a ``.npy`` array (numpy.savez), else ``"workbook"``."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return "workbook"
+    return "npz" if names and all(name.endswith(".npy") for name in names) else "workbook"
+
+
+def _binary_kind(start: bytes, path: Path) -> str | None:
+    """The binary format a file's first bytes ``start`` show (a key of :func:`_binary_message`), or None.
+
+    None: not a format known here, so the file may be text (decoding it
+    tells, with the advice on ``--encoding``).
+    """
+    if len(start) >= 2 and start[0] == 0x80 and 2 <= start[1] <= 5:  # pickle protocols 2-5
+        return "pickle"
+    kind = next((kind for signature, kind in _SIGNATURES if start.startswith(signature)), None)
+    return _zip_kind(path) if kind == "zip" else kind
+
+
+def _csv_name(path: Path) -> str:
+    """A name for the CSV that a binary file ``path`` converts to, beside it: ``path`` as ``.csv``, if that is free."""
+    csv = path.with_suffix(".csv")
+    return csv.name if csv != path and not csv.exists() else f"{path.stem}_table.csv"
+
+
+def _binary_message(kind: str, path: Path, flag: str, holds: str) -> str:
+    """The message for a file of binary format ``kind`` given to ``flag`` (``""``: the ratings file).
+
+    It says what the file is, what the option reads, and how to get the
+    table out of the file in Python (or, for a saved fit, how to open it).
+    """
+    where = f"{flag} {path}" if flag else str(path)
+    if kind == "workbook":
+        return (
+            f"{where}: this is a spreadsheet workbook, not CSV text; save the sheet as CSV (UTF-8, comma-separated), "
+            "or read it with pandas.read_excel and pass the DataFrame to pyrater.fit"
+        )
+    name, csv = str(path), _csv_name(path)
+    reads = (
+        f"{flag} reads {holds} from a CSV file"
+        if flag
+        else "pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: --sep)"
+    )
+    what, advice = {
+        "hdf5": (
+            "this looks like a fit saved by pyrater (fit.save) or another netCDF-4/HDF5 file, not a table",
+            f"open a saved fit in Python with pyrater.load({name!r})",
+        ),
+        "netcdf": (
+            "this is a netCDF file (classic format), not a table",
+            f"read it in Python with xarray.open_dataset({name!r}) (a fit saved by pyrater is netCDF-4: "
+            "pyrater.load(path) opens it)",
+        ),
+        "pickle": (
+            "this is a Python pickle, not a table",
+            f"a fit pickled by pyrater 0.1 opens in Python with pyrater.load({name!r}, allow_pickle=True) (only "
+            "for a file you trust: reading a pickle runs the code it carries; then save it with fit.save('fit.nc')); "
+            f"a pickled DataFrame converts with pandas.read_pickle({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "parquet": (
+            "this is a Parquet table, not CSV text",
+            f"convert it with pandas.read_parquet({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "feather": (
+            "this is a Feather (Arrow) table, not CSV text",
+            f"convert it with pandas.read_feather({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "npy": (
+            "this is a numpy array (numpy.save), not a table",
+            f"write it as CSV, e.g. pandas.DataFrame(numpy.load({name!r})).to_csv({csv!r}, index=False)",
+        ),
+        "npz": (
+            "this is a numpy archive of arrays (numpy.savez), not a table",
+            f"load it with numpy.load({name!r}) and write the array of ratings as CSV, e.g. "
+            f"pandas.DataFrame(array).to_csv({csv!r}, index=False)",
+        ),
+    }[kind]
+    return f"{where}: {what}: {reads}; {advice}"
+
+
 def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str = "utf-8") -> pd.DataFrame:
     """Read the CSV file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
 
-    Raises CLIError for a directory, a missing or unreadable file, an Excel
-    workbook, a file that is not text in ``encoding``, a file that is not
-    CSV, and a file separated by tabs (or semicolons, or vertical bars)
-    instead of ``sep``; the ratings file's messages name ``--sep`` and
-    ``--encoding``.
+    Raises CLIError for a directory, a missing or unreadable file, a binary
+    file known by its first bytes before any decoding (a spreadsheet
+    workbook, a fit saved by pyrater or another HDF5/netCDF file, a pickle,
+    a Parquet or Feather table, a numpy array; see :data:`_SIGNATURES`), a
+    file that is not text in ``encoding``, a file that is not CSV, and a
+    file separated by tabs (or semicolons, or vertical bars) instead of
+    ``sep``; the ratings file's messages name ``--sep`` and ``--encoding``.
     """
     where = f"{flag} {path}" if flag else str(path)
     if path.is_dir():
@@ -147,11 +248,9 @@ def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str
         raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
     except PermissionError:
         raise CLIError(f"{where}: permission denied") from None
-    if start.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):  # a zip (xlsx, ods) or OLE2 (xls) container
-        raise CLIError(
-            f"{where}: this is a spreadsheet workbook, not CSV text; save the sheet as CSV (UTF-8, comma-separated), "
-            "or read it with pandas.read_excel and pass the DataFrame to pyrater.fit"
-        )
+    kind = _binary_kind(start, path)
+    if kind is not None:
+        raise CLIError(_binary_message(kind, path, flag, holds))
     try:
         df = pd.read_csv(path, sep=sep, encoding=encoding, keep_default_na=False, na_values=_MISSING_TEXT)
     except LookupError:
