@@ -883,8 +883,10 @@ def test_draws_without_warmup_warms_up_as_pyrater_fit_does(tmp_path):
     ref = pyrater.fit(sim.data, method="gibbs", chains=2, draws=20, seed=3, progress=False)
     assert ref.settings["warmup"] == 1000
     out = tmp_path / "o"
-    res = run("fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "20", "--seed", "3", "--out", str(out))
+    flags = ["--method", "gibbs", "--chains", "2", "--draws", "20", "--seed", "3", "--save-fit", str(out / "fit.nc")]
+    res = run("fit", str(path), *flags, "--out", str(out))
     assert res.returncode == 0, res.stderr
+    assert pyrater.load(out / "fit.nc").settings["warmup"] == ref.settings["warmup"]  # what the sampler ran
     assert f"  warmup: {ref.settings['warmup']}" in res.stdout.splitlines()
     assert f"warmup: {ref.settings['warmup']}" in (out / "summary.txt").read_text()
     params = pd.read_csv(out / "parameters.csv", index_col=0)
@@ -1170,8 +1172,8 @@ def test_binary_files_are_named_by_their_first_bytes_not_sent_to_encoding_advice
     res = run("fit", str(fit_path), "--method", "em", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
-        f"pyrater: error: {fit_path}: this looks like a fit saved by pyrater (fit.save) or another netCDF-4/HDF5 "
-        "file, not a table: pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: "
+        f"pyrater: error: {fit_path}: this looks like a fit saved by pyrater (fit.save, --save-fit) or another "
+        "netCDF-4/HDF5 file, not a table: pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: "
         f"--sep); open a saved fit in Python with pyrater.load({str(fit_path)!r})"
     ]
     for flag, holds in (("--known", "(item, label) rows"), ("--gold", "(item, label) rows")):
@@ -1215,6 +1217,66 @@ def test_binary_files_are_named_by_their_first_bytes_not_sent_to_encoding_advice
     res = run("fit", str(euro), "--method", "em", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "not utf-8 text (the byte 0x80 is not utf-8)" in res.stderr
     assert "--encoding latin-1 or cp1252" in res.stderr
+
+
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+def test_save_fit_writes_the_fit_that_pyrater_load_reads(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=40, n_raters=3, n_categories=3)
+    cats = [str(c) for c in sim.data.categories]
+    # EM, the file in the --out folder (made by the run)
+    out = tmp_path / "em"
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(out / "fit.nc"), "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert f"saved the fit to {out / 'fit.nc'} (open it in Python with pyrater.load(" in res.stderr
+    loaded = pyrater.load(out / "fit.nc")
+    probs = pd.read_csv(out / "class_probabilities.csv", index_col=0)
+    np.testing.assert_allclose(loaded.class_probabilities().to_numpy(), probs[cats].to_numpy(), atol=1e-12)
+    assert list(loaded.class_probabilities().index) == list(probs.index)
+    # Gibbs: the same fit, with the per-item log-likelihood pyrater.fit keeps (LOO reads it from the file)
+    out = tmp_path / "gibbs"
+    saved = tmp_path / "gibbs.nc"
+    flags = ["--method", "gibbs", "--chains", "2", "--draws", "30", "--warmup", "10", "--seed", "4"]
+    res = run("fit", str(path), *flags, "--save-fit", str(saved), "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    loaded = pyrater.load(saved)
+    probs = pd.read_csv(out / "class_probabilities.csv", index_col=0)
+    np.testing.assert_allclose(loaded.class_probabilities().to_numpy(), probs[cats].to_numpy(), atol=1e-12)
+    params = pd.read_csv(out / "parameters.csv", index_col=0)
+    np.testing.assert_allclose(params["mean"].iloc[:3], loaded.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
+    assert loaded.draws["log_lik"].shape == (2, 30, 40)
+    # a suffix of another format: fit.save's warning, once, before the data are read
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(tmp_path / "fit.csv"), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    warned = [i for i, line in enumerate(lines) if "will be a netCDF4/HDF5 fit file" in line]
+    assert len(warned) == 1 and warned[0] < next(i for i, line in enumerate(lines) if line.startswith("read "))
+    assert pyrater.load(tmp_path / "fit.csv").method == "em_map"
+
+
+def test_a_save_fit_path_that_cannot_take_the_fit_is_refused_before_the_data_are_read(tmp_path):
+    _, path = _sim_csv(tmp_path, n_items=20, n_raters=3, n_categories=2)
+    (tmp_path / "afile").write_text("x")
+    missing = str(tmp_path / "no_such.csv")  # reading it would fail: the --save-fit check comes first
+    cases = [
+        ("", "--save-fit is empty; give a file name for the fit"),
+        (str(tmp_path), f"--save-fit {tmp_path} is a folder; give a file name for the fit"),
+        (
+            str(tmp_path / "nope" / "fit.nc"),
+            f"--save-fit {tmp_path / 'nope' / 'fit.nc'}: no folder {tmp_path / 'nope'}",
+        ),
+        (str(tmp_path / "afile" / "fit.nc"), f"{tmp_path / 'afile'} is a file, so no folder can hold the fit there"),
+    ]
+    if os.path.isdir("/proc/self"):  # a virtual file system: no file can be made in it, even by root
+        cases.append(("/proc/pyrater-fit.nc", "--save-fit /proc/pyrater-fit.nc: cannot write a file in /proc"))
+    for target, message in cases:
+        res = run("fit", missing, "--method", "em", "--save-fit", target, "--out", str(tmp_path / "o"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (target, res.stderr)
+        err = res.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("pyrater: error: ") and message in err[0], (target, res.stderr)
+    # the ratings file itself: refused before it is read (the fit would replace it)
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(path), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "is the ratings file" in res.stderr and "read " not in res.stderr
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".pyrater-save-fit-*"))
 
 
 def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):

@@ -13,7 +13,8 @@ raters -- only the least and most accurate when there are many -- and where
 the full tables were written).  ``--ml`` (or ``--method em-ml``) fits by
 maximum likelihood (EM); ``--alpha``, ``--beta-diag``, ``--beta-off`` or
 ``--priors FILE.json`` set the priors; ``--known FILE`` gives items of known
-class.  ``pyrater fit --help`` lists every option.
+class; ``--save-fit PATH`` also saves the fit (``fit.save``) for
+``pyrater.load``.  ``pyrater fit --help`` lists every option.
 ``pyrater compare RATINGS.csv --models dawid_skene class_conditional`` fits each
 model by MCMC and prints the PSIS-LOO comparison table.
 ``pyrater demo --out DIR`` does the same as ``fit`` on the built-in example
@@ -192,7 +193,7 @@ def _binary_message(kind: str, path: Path, flag: str, holds: str) -> str:
     )
     what, advice = {
         "hdf5": (
-            "this looks like a fit saved by pyrater (fit.save) or another netCDF-4/HDF5 file, not a table",
+            "this looks like a fit saved by pyrater (fit.save, --save-fit) or another netCDF-4/HDF5 file, not a table",
             f"open a saved fit in Python with pyrater.load({name!r})",
         ),
         "netcdf": (
@@ -620,6 +621,84 @@ def _check_out(raw: str) -> Path:
     return out
 
 
+def _check_save_fit(raw: str | None, ratings: Path, out: Path) -> Path | None:
+    """The fit file ``--save-fit raw``, checked before any data is read or fitted; None without the flag.
+
+    Refused: an empty name, a folder, a path whose folder does not exist
+    (or lies under a file), a folder in which no file can be written (no
+    permission, a read-only or virtual file system), and the ratings file
+    itself (the fit would replace it): ``fit.save`` would refuse the first
+    ones only after the fit.  A path in the ``--out`` folder is taken (that
+    folder was checked by :func:`_check_out`, and is made before the fit is
+    saved).  A suffix naming another format gets ``fit.save``'s warning now.
+
+    Parameters
+    ----------
+    raw : str or None
+        The flag's value.
+    ratings : Path
+        The ratings file.
+    out : Path
+        The output folder (``--out``), already checked.
+
+    Returns
+    -------
+    Path or None
+    """
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise CLIError("--save-fit is empty; give a file name for the fit, e.g. --save-fit fit.nc")
+    path = Path(raw)
+    if path.is_dir():
+        raise CLIError(
+            f"--save-fit {path} is a folder; give a file name for the fit, e.g. --save-fit "
+            f"{shlex.quote(str(path / 'fit.nc'))}"
+        )
+    if path.exists() and ratings.exists() and path.samefile(ratings):
+        raise CLIError(f"--save-fit {path} is the ratings file; give another name (the fit would replace the ratings)")
+    folder = Path(os.path.abspath(path)).parent
+    if folder != Path(os.path.abspath(out)):
+        _check_fit_folder(path, folder)
+    from .fits.fitfile import _check_suffix
+
+    _check_suffix(path)  # a .csv, .pkl ... name: fit.save's warning, before the fit rather than after it
+    return path
+
+
+def _check_fit_folder(path: Path, folder: Path) -> None:
+    """``--save-fit path``: its ``folder`` must exist and take a new file (a probe file is made and removed)."""
+    if not folder.is_dir():
+        above = folder
+        while not above.exists():
+            above = above.parent
+        if not above.is_dir():
+            raise CLIError(f"--save-fit {path}: {above} is a file, so no folder can hold the fit there")
+        raise CLIError(f"--save-fit {path}: no folder {folder}; create it first (mkdir -p {shlex.quote(str(folder))})")
+    try:  # can a file be written here? (permissions alone do not say: read-only and virtual file systems)
+        handle, probe = tempfile.mkstemp(prefix=".pyrater-save-fit-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CLIError(f"--save-fit {path}: cannot write a file in {folder} ({exc.strerror or exc})") from None
+
+
+def _save_fit(fit, path: Path) -> None:
+    """``--save-fit``: write ``fit`` with ``fit.save(path)``, as in Python, and say where it went.
+
+    Its folder is made first when it is the ``--out`` folder (the only one
+    :func:`_check_save_fit` lets through before it exists).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # the suffix warning was given before the fit (_check_save_fit)
+        warnings.filterwarnings("ignore", message=re.escape(f"{str(path)!r} will be a netCDF4/HDF5 fit file"))
+        try:
+            fit.save(path)
+        except OSError as exc:
+            raise CLIError(f"--save-fit {path}: cannot write the fit ({exc.strerror or exc})") from None
+    print(f"saved the fit to {path} (open it in Python with pyrater.load({str(path)!r}))", file=sys.stderr)
+
+
 def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
     """Per rater: ratings, expected accuracy ``sum_k pi_k theta[j, k, k]`` and the diagonal of theta.
 
@@ -951,8 +1030,10 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
                     check(data, budget)
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
     kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args)}
-    if method in ("mcmc", "gibbs", "pathfinder"):
-        kwargs["log_lik"] = False  # the command line's outputs need no per-item log-likelihood (no LOO)
+    if method in ("mcmc", "gibbs", "pathfinder") and getattr(args, "save_fit", None) is None:
+        # the command line's outputs need no per-item log-likelihood (no LOO); a fit saved with --save-fit
+        # keeps it, as pyrater.fit does, so that the file is the fit Python gives and LOO reads it from the file
+        kwargs["log_lik"] = False
     if method == "optimize" and args.restarts is not None:
         kwargs["n_inits"] = args.restarts + 1
     return fit(data, model, method=cast(Method, method), **kwargs)  # not em / em-ml here: one of METHODS
@@ -1073,6 +1154,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_model_method(args)
     _memory_options(args, _fit_method(args))
     out = _check_out(args.out)
+    save_to = _check_save_fit(args.save_fit, Path(args.ratings), out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     known = _read_known(args.known)
@@ -1088,6 +1170,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = _fit(data, args, known)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if save_to is not None:
+        _save_fit(result, save_to)
     _write_outputs(result, out, args.quiet, later=("calibrated_probabilities.csv",) if gold is not None else ())
     if gold is not None:
         _write_calibrated(result, gold, Path(args.gold), out, args.seed)
@@ -1434,6 +1518,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_options(p, "mcmc")
     p.add_argument(
         "--gold", default=None, help="CSV of known classes (item, label): also write calibrated_probabilities.csv"
+    )
+    p.add_argument(
+        "--save-fit",
+        metavar="PATH",
+        default=None,
+        help="also save the fitted model to PATH, as fit.save(PATH) does in Python (a netCDF-4 file; suffix .nc): "
+        "open it later with pyrater.load(PATH) for LOO, posterior predictive checks or the next ratings to "
+        "collect; the path is checked before the data are read",
     )
     p.set_defaults(func=_cmd_fit)
     c = sub.add_parser(
