@@ -123,6 +123,8 @@ def test_fit_command_writes_plots_for_mcmc(tmp_path, anesthesia_path):
         "2",
         "--draws",
         "200",
+        "--warmup",
+        "200",
         "--out",
         str(tmp_path),
         "--quiet",
@@ -145,6 +147,8 @@ def test_compare_command_prints_loo_table(anesthesia_path):
         "--chains",
         "2",
         "--draws",
+        "300",
+        "--warmup",
         "300",
     )
     assert res.returncode == 0, res.stderr
@@ -847,13 +851,13 @@ def test_method_flags_the_method_does_not_use_are_refused_and_defaults_still_app
         helps = {a.dest: a.help for a in parser._actions}
         assert all(parser.get_default(dest) is None for dest in ("engine", "chains", "draws", "warmup"))
         assert "default auto" in helps["engine"] and "default 4" in helps["chains"]
-        assert "default 1000" in helps["draws"] and "default: = --draws" in helps["warmup"]
-    # what reaches pyrater.fit: only the flags given (pyrater.fit's defaults for the others), warmup = --draws
+        assert "default 1000" in helps["draws"] and "default 1000, as in pyrater.fit" in helps["warmup"]
+    # what reaches pyrater.fit: only the flags given (pyrater.fit's defaults for the others, warmup too)
     _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
     calls = _record_fit(monkeypatch)
     expected = {
         ("--method", "mcmc"): {},
-        ("--method", "gibbs", "--draws", "40"): {"draws": 40, "warmup": 40},
+        ("--method", "gibbs", "--draws", "40"): {"draws": 40},
         ("--method", "gibbs", "--draws", "40", "--warmup", "0", "--chains", "2", "--thin", "4"): {
             "draws": 40, "warmup": 0, "chains": 2, "thin": 4,
         },
@@ -866,10 +870,32 @@ def test_method_flags_the_method_does_not_use_are_refused_and_defaults_still_app
             res = run(*command, *flags, "--out", str(tmp_path / "f"), "--quiet")
             assert res.returncode == 130, res.stderr
             assert {k: v for k, v in calls[-1].items() if k in sampler} == given, (command, flags)
-    for flags, given in (((), {}), (("--draws", "20"), {"draws": 20, "warmup": 20})):
+    for flags, given in (((), {}), (("--draws", "20"), {"draws": 20})):
         res = run("compare", str(path), *flags)
         assert res.returncode == 130 and calls[-1]["method"] == "mcmc", res.stderr
         assert {k: v for k, v in calls[-1].items() if k in sampler} == given
+
+
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+def test_draws_without_warmup_warms_up_as_pyrater_fit_does(tmp_path):
+    # --draws 20 without --warmup: pyrater.fit's warm-up (1000), not 20; the same fit as pyrater.fit(..., draws=20)
+    sim, path = _sim_csv(tmp_path, n_items=60, n_raters=3, n_categories=2)
+    ref = pyrater.fit(sim.data, method="gibbs", chains=2, draws=20, seed=3, progress=False)
+    assert ref.settings["warmup"] == 1000
+    out = tmp_path / "o"
+    flags = ["--method", "gibbs", "--chains", "2", "--draws", "20", "--seed", "3", "--save-fit", str(out / "fit.nc")]
+    res = run("fit", str(path), *flags, "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert pyrater.load(out / "fit.nc").settings["warmup"] == ref.settings["warmup"]  # what the sampler ran
+    assert f"  warmup: {ref.settings['warmup']}" in res.stdout.splitlines()
+    assert f"warmup: {ref.settings['warmup']}" in (out / "summary.txt").read_text()
+    params = pd.read_csv(out / "parameters.csv", index_col=0)
+    np.testing.assert_allclose(params.loc[["pi[1]", "pi[2]"], "mean"], ref.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
+    # --warmup given: that many
+    res = run(
+        "fit", str(path), "--method", "gibbs", "--chains", "2", "--draws", "20", "--warmup", "7", "--out", str(out)
+    )
+    assert res.returncode == 0 and "  warmup: 7" in res.stdout.splitlines(), res.stderr
 
 
 def test_a_misspelt_option_gets_the_subcommands_usage_and_the_close_match(tmp_path):
@@ -1092,6 +1118,165 @@ def test_excel_exports_other_encodings_and_workbooks_are_read_or_named(tmp_path)
     for bad, message in ((["--sep", ";;"], "give one character"), (["--encoding", "nope"], "not a text encoding")):
         res = run("fit", str(tmp_path / "utf8.csv"), *bad, *flags, "--out", str(tmp_path / "o"))
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_known_gold_and_priors_errors_name_the_option_and_the_file(tmp_path):
+    import json
+
+    sim, path = _sim_csv(tmp_path, n_items=40, n_raters=3, n_categories=2)
+    labels = tmp_path / "kn.csv"
+    labels.write_text(f"item,label\n{sim.data.unit_labels[0]},5\n")  # a class the ratings do not have
+    out = tmp_path / "o"
+    for flag, message in (
+        ("--known", "known class 5 not among the categories 1, 2"),
+        ("--gold", "gold labels [5] are not categories of the ratings file [1, 2]"),
+    ):
+        res = run("fit", str(path), "--method", "em", flag, str(labels), "--out", str(out))
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == f"pyrater: error: {flag} {labels}: {message}"
+        assert not (out / "class_probabilities.csv").exists()  # refused before the fit
+    labels.write_text("item,label\nnope,1\n")
+    res = run("fit", str(path), "--method", "em", "--known", str(labels), "--out", str(out))
+    assert res.returncode == 2 and f"--known {labels}: known-class item 'nope' not found" in res.stderr
+    # a prior of the wrong shape for the data: the file is named, before any fitting (Gibbs too)
+    _, path4 = _sim_csv(tmp_path, "k4.csv", n_items=40, n_raters=3, n_categories=4)
+    priors = tmp_path / "pri.json"
+    priors.write_text(json.dumps({"beta": np.ones((2, 2)).tolist()}))
+    shape = "beta must have shape (K, K) = (4, 4) or (J, K, K) = (3, 4, 4); got shape (2, 2)"
+    for method in (["--method", "em"], ["--method", "gibbs", "--draws", "20"]):
+        res = run("fit", str(path4), *method, "--priors", str(priors), "--out", str(out))
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == f"pyrater: error: --priors {priors}: {shape}"
+        assert "fitted" not in res.stderr and not (out / "class_probabilities.csv").exists()
+    priors.write_text(json.dumps({"alpha": [1, 2]}))
+    res = run("fit", str(path4), "--method", "em", "--priors", str(priors), "--out", str(out))
+    assert res.returncode == 2 and f"--priors {priors}: alpha must have shape (K,) = (4,); got shape (2,)" in res.stderr
+    res = run("fit", str(path4), "--method", "em", "--priors", str(priors), "--beta-diag", "3", "--out", str(out))
+    assert res.returncode == 2 and f"--priors {priors}: alpha must have shape" in res.stderr, res.stderr
+    # the Python API's message is its own
+    with pytest.raises(ValueError, match=r"^alpha must have shape \(K,\) = \(4,\)"):
+        pyrater.fit(pd.read_csv(path4), pyrater.DawidSkene(alpha=[1, 2]), method="em", progress=False)
+    # an error that is the data's, not the file's, does not name the file
+    res = run("fit", str(path), "--model", "ordinal", "--method", "em", "--priors", str(priors), "--out", str(out))
+    assert res.returncode == 2 and "K >= 3" in res.stderr and "--priors" not in res.stderr, res.stderr
+
+
+def test_binary_files_are_named_by_their_first_bytes_not_sent_to_encoding_advice(tmp_path):
+    import pickle
+
+    sim, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    # a fit saved in Python (netCDF-4/HDF5) given as the ratings table: what it is, and how to open it
+    fit_path = tmp_path / "fit.nc"
+    pyrater.fit(sim.data, method="em", seed=1, progress=False).save(fit_path)
+    assert fit_path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    res = run("fit", str(fit_path), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"pyrater: error: {fit_path}: this looks like a fit saved by pyrater (fit.save, --save-fit) or another "
+        "netCDF-4/HDF5 file, not a table: pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: "
+        f"--sep); open a saved fit in Python with pyrater.load({str(fit_path)!r})"
+    ]
+    for flag, holds in (("--known", "(item, label) rows"), ("--gold", "(item, label) rows")):
+        res = run("fit", str(path), "--method", "em", flag, str(fit_path), "--out", str(tmp_path / "o"))
+        assert res.returncode == 2, res.stderr
+        assert f"{flag} {fit_path}: this looks like a fit saved by pyrater" in res.stderr
+        assert f"{flag} reads {holds} from a CSV file" in res.stderr and "--encoding" not in res.stderr
+    assert not (tmp_path / "o" / "class_probabilities.csv").exists()
+    # other binary formats, by their signatures
+    frame = pd.read_csv(path)
+    pd.to_pickle(frame, tmp_path / "ratings.pkl")  # protocol 5
+    (tmp_path / "old.pkl").write_bytes(pickle.dumps(frame, protocol=2))
+    np.save(tmp_path / "ratings.npy", np.zeros((3, 3)))
+    np.savez(tmp_path / "ratings.npz", ratings=np.zeros((3, 3)))
+    (tmp_path / "classic.nc").write_bytes(b"CDF\x01" + bytes(60))
+    (tmp_path / "offset.nc").write_bytes(b"CDF\x02" + bytes(60))
+    (tmp_path / "ratings.parquet").write_bytes(b"PAR1" + bytes(60) + b"PAR1")
+    (tmp_path / "ratings.feather").write_bytes(b"ARROW1\x00\x00" + bytes(60))
+    for name, says in (
+        ("ratings.pkl", ["this is a Python pickle, not a table", "allow_pickle=True", "pandas.read_pickle"]),
+        ("old.pkl", ["this is a Python pickle, not a table"]),
+        ("ratings.npy", ["this is a numpy array (numpy.save)"]),
+        ("ratings.npz", ["this is a numpy archive of arrays (numpy.savez)"]),
+        ("classic.nc", ["this is a netCDF file (classic format)", "pyrater.load(path)"]),
+        ("offset.nc", ["this is a netCDF file (classic format)"]),
+        ("ratings.parquet", ["this is a Parquet table", "pandas.read_parquet"]),
+        ("ratings.feather", ["this is a Feather (Arrow) table", "pandas.read_feather"]),
+    ):
+        res = run("fit", str(tmp_path / name), "--method", "em", "--out", str(tmp_path / "o"))
+        err = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(err) == 1, (name, res.stderr)
+        assert err[0].startswith(f"pyrater: error: {tmp_path / name}: ") and "pyrater fit reads a table" in err[0]
+        assert all(text in err[0] for text in says) and "--encoding" not in err[0], (name, err[0])
+    # a workbook is still one; cp1252 text starting with the euro sign (0x80) is text: the encoding advice
+    (tmp_path / "ratings.xlsx").write_bytes(b"PK\x03\x04" + bytes(100))
+    res = run("fit", str(tmp_path / "ratings.xlsx"), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "spreadsheet workbook, not CSV text" in res.stderr
+    euro = tmp_path / "euro.csv"
+    frame.rename(columns={"item": "€item"}).to_csv(euro, index=False, encoding="cp1252")
+    assert euro.read_bytes()[:1] == b"\x80"
+    res = run("fit", str(euro), "--method", "em", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "not utf-8 text (the byte 0x80 is not utf-8)" in res.stderr
+    assert "--encoding latin-1 or cp1252" in res.stderr
+
+
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+def test_save_fit_writes_the_fit_that_pyrater_load_reads(tmp_path):
+    sim, path = _sim_csv(tmp_path, n_items=40, n_raters=3, n_categories=3)
+    cats = [str(c) for c in sim.data.categories]
+    # EM, the file in the --out folder (made by the run)
+    out = tmp_path / "em"
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(out / "fit.nc"), "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert f"saved the fit to {out / 'fit.nc'} (open it in Python with pyrater.load(" in res.stderr
+    loaded = pyrater.load(out / "fit.nc")
+    probs = pd.read_csv(out / "class_probabilities.csv", index_col=0)
+    np.testing.assert_allclose(loaded.class_probabilities().to_numpy(), probs[cats].to_numpy(), atol=1e-12)
+    assert list(loaded.class_probabilities().index) == list(probs.index)
+    # Gibbs: the same fit, with the per-item log-likelihood pyrater.fit keeps (LOO reads it from the file)
+    out = tmp_path / "gibbs"
+    saved = tmp_path / "gibbs.nc"
+    flags = ["--method", "gibbs", "--chains", "2", "--draws", "30", "--warmup", "10", "--seed", "4"]
+    res = run("fit", str(path), *flags, "--save-fit", str(saved), "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    loaded = pyrater.load(saved)
+    probs = pd.read_csv(out / "class_probabilities.csv", index_col=0)
+    np.testing.assert_allclose(loaded.class_probabilities().to_numpy(), probs[cats].to_numpy(), atol=1e-12)
+    params = pd.read_csv(out / "parameters.csv", index_col=0)
+    np.testing.assert_allclose(params["mean"].iloc[:3], loaded.draws["pi"].mean(axis=(0, 1)), atol=1e-12)
+    assert loaded.draws["log_lik"].shape == (2, 30, 40)
+    # a suffix of another format: fit.save's warning, once, before the data are read
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(tmp_path / "fit.csv"), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    warned = [i for i, line in enumerate(lines) if "will be a netCDF4/HDF5 fit file" in line]
+    assert len(warned) == 1 and warned[0] < next(i for i, line in enumerate(lines) if line.startswith("read "))
+    assert pyrater.load(tmp_path / "fit.csv").method == "em_map"
+
+
+def test_a_save_fit_path_that_cannot_take_the_fit_is_refused_before_the_data_are_read(tmp_path):
+    _, path = _sim_csv(tmp_path, n_items=20, n_raters=3, n_categories=2)
+    (tmp_path / "afile").write_text("x")
+    missing = str(tmp_path / "no_such.csv")  # reading it would fail: the --save-fit check comes first
+    cases = [
+        ("", "--save-fit is empty; give a file name for the fit"),
+        (str(tmp_path), f"--save-fit {tmp_path} is a folder; give a file name for the fit"),
+        (
+            str(tmp_path / "nope" / "fit.nc"),
+            f"--save-fit {tmp_path / 'nope' / 'fit.nc'}: no folder {tmp_path / 'nope'}",
+        ),
+        (str(tmp_path / "afile" / "fit.nc"), f"{tmp_path / 'afile'} is a file, so no folder can hold the fit there"),
+    ]
+    if os.path.isdir("/proc/self"):  # a virtual file system: no file can be made in it, even by root
+        cases.append(("/proc/pyrater-fit.nc", "--save-fit /proc/pyrater-fit.nc: cannot write a file in /proc"))
+    for target, message in cases:
+        res = run("fit", missing, "--method", "em", "--save-fit", target, "--out", str(tmp_path / "o"))
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (target, res.stderr)
+        err = res.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("pyrater: error: ") and message in err[0], (target, res.stderr)
+    # the ratings file itself: refused before it is read (the fit would replace it)
+    res = run("fit", str(path), "--method", "em", "--save-fit", str(path), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "is the ratings file" in res.stderr and "read " not in res.stderr
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".pyrater-save-fit-*"))
 
 
 def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):

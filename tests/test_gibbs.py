@@ -478,6 +478,8 @@ def test_command_line_method_gibbs(tmp_path, anesthesia_path):
             "2",
             "--draws",
             "200",
+            "--warmup",
+            "200",
             "--out",
             str(tmp_path),
             "--quiet",

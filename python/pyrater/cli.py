@@ -13,7 +13,8 @@ raters -- only the least and most accurate when there are many -- and where
 the full tables were written).  ``--ml`` (or ``--method em-ml``) fits by
 maximum likelihood (EM); ``--alpha``, ``--beta-diag``, ``--beta-off`` or
 ``--priors FILE.json`` set the priors; ``--known FILE`` gives items of known
-class.  ``pyrater fit --help`` lists every option.
+class; ``--save-fit PATH`` also saves the fit (``fit.save``) for
+``pyrater.load``.  ``pyrater fit --help`` lists every option.
 ``pyrater compare RATINGS.csv --models dawid_skene class_conditional`` fits each
 model by MCMC and prints the PSIS-LOO comparison table.
 ``pyrater demo --out DIR`` does the same as ``fit`` on the built-in example
@@ -29,8 +30,10 @@ against before any work (default 1 GiB).
 Method-specific flags (``--engine``, ``--chains``, ``--draws``,
 ``--warmup``, ``--thin``, ``--pi-moves``, ``--restarts``) default to None:
 only the flags given are passed on (pyrater.fit's defaults stand for the
-others, ``--warmup`` that of ``--draws``), and a flag the method does not
-use is refused before any data is read, naming the methods that take it.
+others: ``--draws 200`` without ``--warmup`` warms up for pyrater.fit's
+1000 iterations, as ``pyrater.fit(..., draws=200)`` does), and a flag the
+method does not use is refused before any data is read, naming the methods
+that take it.
 
 Errors are one line on stderr: input errors (with the file's line number
 and the column) exit with status 2, anything else with status 1; ``--debug``
@@ -60,6 +63,7 @@ import tempfile
 import time
 import traceback
 import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -126,14 +130,114 @@ def _separator(text: str) -> str:
     return text
 
 
+#: Binary formats known by their first bytes: (signature, kind); a zip is a workbook or a numpy archive
+#: (:func:`_zip_kind`), a pickle of protocol 2 or later starts with 0x80 and the protocol (:func:`_binary_kind`)
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89HDF\r\n\x1a\n", "hdf5"),  # HDF5, netCDF-4: pyrater's fit files (fit.save)
+    (b"CDF\x01", "netcdf"),  # netCDF classic
+    (b"CDF\x02", "netcdf"),  # netCDF 64-bit offset
+    (b"CDF\x05", "netcdf"),  # netCDF 64-bit data (CDF-5)
+    (b"PAR1", "parquet"),
+    (b"ARROW1", "feather"),  # Feather v2 / Arrow IPC file
+    (b"\x93NUMPY", "npy"),
+    (b"PK\x03\x04", "zip"),  # xlsx, ods, npz
+    (b"\xd0\xcf\x11\xe0", "workbook"),  # OLE2: xls
+)
+
+
+def _zip_kind(path: Path) -> str:
+    """A zip file's kind: ``"npz"`` when every entry is a ``.npy`` array (numpy.savez), else ``"workbook"``."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return "workbook"
+    return "npz" if names and all(name.endswith(".npy") for name in names) else "workbook"
+
+
+def _binary_kind(start: bytes, path: Path) -> str | None:
+    """The binary format a file's first bytes ``start`` show (a key of :func:`_binary_message`), or None.
+
+    None: not a format known here, so the file may be text (decoding it
+    tells, with the advice on ``--encoding``).
+    """
+    if len(start) >= 2 and start[0] == 0x80 and 2 <= start[1] <= 5:  # pickle protocols 2-5
+        return "pickle"
+    kind = next((kind for signature, kind in _SIGNATURES if start.startswith(signature)), None)
+    return _zip_kind(path) if kind == "zip" else kind
+
+
+def _csv_name(path: Path) -> str:
+    """A name for the CSV that a binary file ``path`` converts to, beside it: ``path`` as ``.csv``, if that is free."""
+    csv = path.with_suffix(".csv")
+    return csv.name if csv != path and not csv.exists() else f"{path.stem}_table.csv"
+
+
+def _binary_message(kind: str, path: Path, flag: str, holds: str) -> str:
+    """The message for a file of binary format ``kind`` given to ``flag`` (``""``: the ratings file).
+
+    It says what the file is, what the option reads, and how to get the
+    table out of the file in Python (or, for a saved fit, how to open it).
+    """
+    where = f"{flag} {path}" if flag else str(path)
+    if kind == "workbook":
+        return (
+            f"{where}: this is a spreadsheet workbook, not CSV text; save the sheet as CSV (UTF-8, comma-separated), "
+            "or read it with pandas.read_excel and pass the DataFrame to pyrater.fit"
+        )
+    name, csv = str(path), _csv_name(path)
+    reads = (
+        f"{flag} reads {holds} from a CSV file"
+        if flag
+        else "pyrater fit reads a table of ratings as CSV text (or tab- or semicolon-separated: --sep)"
+    )
+    what, advice = {
+        "hdf5": (
+            "this looks like a fit saved by pyrater (fit.save, --save-fit) or another netCDF-4/HDF5 file, not a table",
+            f"open a saved fit in Python with pyrater.load({name!r})",
+        ),
+        "netcdf": (
+            "this is a netCDF file (classic format), not a table",
+            f"read it in Python with xarray.open_dataset({name!r}) (a fit saved by pyrater is netCDF-4: "
+            "pyrater.load(path) opens it)",
+        ),
+        "pickle": (
+            "this is a Python pickle, not a table",
+            f"a fit pickled by pyrater 0.1 opens in Python with pyrater.load({name!r}, allow_pickle=True) (only "
+            "for a file you trust: reading a pickle runs the code it carries; then save it with fit.save('fit.nc')); "
+            f"a pickled DataFrame converts with pandas.read_pickle({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "parquet": (
+            "this is a Parquet table, not CSV text",
+            f"convert it with pandas.read_parquet({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "feather": (
+            "this is a Feather (Arrow) table, not CSV text",
+            f"convert it with pandas.read_feather({name!r}).to_csv({csv!r}, index=False)",
+        ),
+        "npy": (
+            "this is a numpy array (numpy.save), not a table",
+            f"write it as CSV, e.g. pandas.DataFrame(numpy.load({name!r})).to_csv({csv!r}, index=False)",
+        ),
+        "npz": (
+            "this is a numpy archive of arrays (numpy.savez), not a table",
+            f"load it with numpy.load({name!r}) and write the array of ratings as CSV, e.g. "
+            f"pandas.DataFrame(array).to_csv({csv!r}, index=False)",
+        ),
+    }[kind]
+    return f"{where}: {what}: {reads}; {advice}"
+
+
 def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str = "utf-8") -> pd.DataFrame:
     """Read the CSV file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
 
-    Raises CLIError for a directory, a missing or unreadable file, an Excel
-    workbook, a file that is not text in ``encoding``, a file that is not
-    CSV, and a file separated by tabs (or semicolons, or vertical bars)
-    instead of ``sep``; the ratings file's messages name ``--sep`` and
-    ``--encoding``.
+    Raises CLIError for a directory, a missing or unreadable file, a binary
+    file known by its first bytes before any decoding (a spreadsheet
+    workbook, a fit saved by pyrater or another HDF5/netCDF file, a pickle,
+    a Parquet or Feather table, a numpy array; see :data:`_SIGNATURES`), a
+    file that is not text in ``encoding``, a file that is not CSV, and a
+    file separated by tabs (or semicolons, or vertical bars) instead of
+    ``sep``; the ratings file's messages name ``--sep`` and ``--encoding``.
     """
     where = f"{flag} {path}" if flag else str(path)
     if path.is_dir():
@@ -145,11 +249,9 @@ def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str
         raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
     except PermissionError:
         raise CLIError(f"{where}: permission denied") from None
-    if start.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):  # a zip (xlsx, ods) or OLE2 (xls) container
-        raise CLIError(
-            f"{where}: this is a spreadsheet workbook, not CSV text; save the sheet as CSV (UTF-8, comma-separated), "
-            "or read it with pandas.read_excel and pass the DataFrame to pyrater.fit"
-        )
+    kind = _binary_kind(start, path)
+    if kind is not None:
+        raise CLIError(_binary_message(kind, path, flag, holds))
     try:
         df = pd.read_csv(path, sep=sep, encoding=encoding, keep_default_na=False, na_values=_MISSING_TEXT)
     except LookupError:
@@ -519,6 +621,84 @@ def _check_out(raw: str) -> Path:
     return out
 
 
+def _check_save_fit(raw: str | None, ratings: Path, out: Path) -> Path | None:
+    """The fit file ``--save-fit raw``, checked before any data is read or fitted; None without the flag.
+
+    Refused: an empty name, a folder, a path whose folder does not exist
+    (or lies under a file), a folder in which no file can be written (no
+    permission, a read-only or virtual file system), and the ratings file
+    itself (the fit would replace it): ``fit.save`` would refuse the first
+    ones only after the fit.  A path in the ``--out`` folder is taken (that
+    folder was checked by :func:`_check_out`, and is made before the fit is
+    saved).  A suffix naming another format gets ``fit.save``'s warning now.
+
+    Parameters
+    ----------
+    raw : str or None
+        The flag's value.
+    ratings : Path
+        The ratings file.
+    out : Path
+        The output folder (``--out``), already checked.
+
+    Returns
+    -------
+    Path or None
+    """
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise CLIError("--save-fit is empty; give a file name for the fit, e.g. --save-fit fit.nc")
+    path = Path(raw)
+    if path.is_dir():
+        raise CLIError(
+            f"--save-fit {path} is a folder; give a file name for the fit, e.g. --save-fit "
+            f"{shlex.quote(str(path / 'fit.nc'))}"
+        )
+    if path.exists() and ratings.exists() and path.samefile(ratings):
+        raise CLIError(f"--save-fit {path} is the ratings file; give another name (the fit would replace the ratings)")
+    folder = Path(os.path.abspath(path)).parent
+    if folder != Path(os.path.abspath(out)):
+        _check_fit_folder(path, folder)
+    from .fits.fitfile import _check_suffix
+
+    _check_suffix(path)  # a .csv, .pkl ... name: fit.save's warning, before the fit rather than after it
+    return path
+
+
+def _check_fit_folder(path: Path, folder: Path) -> None:
+    """``--save-fit path``: its ``folder`` must exist and take a new file (a probe file is made and removed)."""
+    if not folder.is_dir():
+        above = folder
+        while not above.exists():
+            above = above.parent
+        if not above.is_dir():
+            raise CLIError(f"--save-fit {path}: {above} is a file, so no folder can hold the fit there")
+        raise CLIError(f"--save-fit {path}: no folder {folder}; create it first (mkdir -p {shlex.quote(str(folder))})")
+    try:  # can a file be written here? (permissions alone do not say: read-only and virtual file systems)
+        handle, probe = tempfile.mkstemp(prefix=".pyrater-save-fit-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CLIError(f"--save-fit {path}: cannot write a file in {folder} ({exc.strerror or exc})") from None
+
+
+def _save_fit(fit, path: Path) -> None:
+    """``--save-fit``: write ``fit`` with ``fit.save(path)``, as in Python, and say where it went.
+
+    Its folder is made first when it is the ``--out`` folder (the only one
+    :func:`_check_save_fit` lets through before it exists).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # the suffix warning was given before the fit (_check_save_fit)
+        warnings.filterwarnings("ignore", message=re.escape(f"{str(path)!r} will be a netCDF4/HDF5 fit file"))
+        try:
+            fit.save(path)
+        except OSError as exc:
+            raise CLIError(f"--save-fit {path}: cannot write the fit ({exc.strerror or exc})") from None
+    print(f"saved the fit to {path} (open it in Python with pyrater.load({str(path)!r}))", file=sys.stderr)
+
+
 def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
     """Per rater: ratings, expected accuracy ``sum_k pi_k theta[j, k, k]`` and the diagonal of theta.
 
@@ -693,8 +873,13 @@ def _model(args: argparse.Namespace):
     return cls, options
 
 
-def _resolve_model(args: argparse.Namespace, K: int):
-    """The model object, with ``--beta-diag``/``--beta-off`` turned into K x K (or per-class) values."""
+def _resolve_model(args: argparse.Namespace, K: int, J: int):
+    """The model object, with ``--beta-diag``/``--beta-off`` turned into K x K (or per-class) values.
+
+    Its priors are resolved for ``K`` categories and ``J`` raters before any
+    fitting (see :func:`_checked_model`): a prior of the wrong shape or value
+    in the ``--priors`` file is refused naming the file.
+    """
     from .models import default_beta
 
     cls, options = _model(args)
@@ -708,10 +893,13 @@ def _resolve_model(args: argparse.Namespace, K: int):
                 options["beta2"] = off
         else:  # a Dirichlet beta (K, K); the pooled model's (on its population rows) is at least 1
             base = np.maximum(default_beta(K), 1.0) if args.model in ("pooled", "community") else default_beta(K)
-            beta = np.array(options.get("beta", base), dtype=float)
+            try:
+                beta = np.array(options.get("beta", base), dtype=float)
+            except (TypeError, ValueError):
+                raise CLIError(f"--priors {args.priors}: beta must be numbers; got {options['beta']!r}") from None
             if beta.shape != (K, K):
                 raise CLIError(
-                    f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file gives "
+                    f"--beta-diag/--beta-off need a (K, K) = ({K}, {K}) beta; the --priors file {args.priors} gives "
                     f"shape {beta.shape}"
                 )
             eye = np.eye(K, dtype=bool)
@@ -720,7 +908,67 @@ def _resolve_model(args: argparse.Namespace, K: int):
             if off is not None:
                 beta[~eye] = off
             options["beta"] = beta
-    return cls(**options)
+    return _checked_model(cls, options, args, K, J)
+
+
+def _checked_model(cls: type, options: dict[str, Any], args: argparse.Namespace, K: int, J: int):
+    """``cls(**options)`` with its priors resolved for ``K`` categories and ``J`` raters, before any fitting.
+
+    With a ``--priors`` file, an error of the priors (a shape or value the
+    model refuses) names ``--priors FILE``; the model's defaults are
+    resolved first, so an error that is the data's (the ordinal model on
+    two categories) keeps its own message.  The Python API's messages are
+    unchanged: only the command line adds the file.
+
+    Parameters
+    ----------
+    cls : type
+        The model family's class.
+    options : dict
+        Its arguments: the ``--priors`` file's, then the prior flags'.
+    args : argparse.Namespace
+        The command's arguments (``args.priors``: the file, if any).
+    K, J : int
+        Categories and raters of the data.
+
+    Returns
+    -------
+    model object
+
+    Raises
+    ------
+    CLIError
+        ``--priors FILE: <the model's message>``.
+    """
+    path = getattr(args, "priors", None)
+    if not path:
+        return cls(**options)
+    cls().priors(K, J)  # the defaults: an error here is not the file's
+    try:
+        model = cls(**options)
+        model.priors(K, J)
+    except ValueError as exc:
+        raise CLIError(f"--priors {path}: {exc}") from None
+    return model
+
+
+def _check_known(known: pd.Series | None, data: RatingData, path_text: str | None) -> None:
+    """``--known FILE``'s items and classes checked against the ratings before any fitting.
+
+    An item not in the ratings file, a class not among its categories or an
+    item given twice is refused with the reader's message after
+    ``--known FILE:`` (the fit would raise it without naming the file).
+
+    Raises
+    ------
+    CLIError
+    """
+    if known is None:
+        return
+    try:
+        data.known_codes(known)
+    except ValueError as exc:
+        raise CLIError(f"--known {path_text}: {exc}") from None
 
 
 def _read_known(path_text: str | None) -> pd.Series | None:
@@ -767,7 +1015,7 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
     method = _method(args)
     if args.model == "auto":
         return _fit_auto(data, args, method, known)
-    model = _resolve_model(args, data.n_categories)
+    model = _resolve_model(args, data.n_categories, data.n_raters)
     if method in ("em", "em-ml"):
         kwargs: dict[str, Any] = {"n_restarts": args.restarts} if args.restarts is not None else {}
         budget = getattr(args, "max_memory_gib", None)
@@ -781,9 +1029,11 @@ def _fit(data: RatingData, args: argparse.Namespace, known: pd.Series | None = N
                 if check is not None:
                     check(data, budget)
         return em(data, model, method="ml" if method == "em-ml" else "map", known=known, seed=args.seed, **kwargs)
-    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args, method)}
-    if method in ("mcmc", "gibbs", "pathfinder"):
-        kwargs["log_lik"] = False  # the command line's outputs need no per-item log-likelihood (no LOO)
+    kwargs = {"seed": args.seed, "known": known, **_memory_options(args, method), **_sampler_options(args)}
+    if method in ("mcmc", "gibbs", "pathfinder") and getattr(args, "save_fit", None) is None:
+        # the command line's outputs need no per-item log-likelihood (no LOO); a fit saved with --save-fit
+        # keeps it, as pyrater.fit does, so that the file is the fit Python gives and LOO reads it from the file
+        kwargs["log_lik"] = False
     if method == "optimize" and args.restarts is not None:
         kwargs["n_inits"] = args.restarts + 1
     return fit(data, model, method=cast(Method, method), **kwargs)  # not em / em-ml here: one of METHODS
@@ -797,7 +1047,7 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
         "seed": args.seed,
         "known": known,
         **_memory_options(args, method),
-        **_sampler_options(args, method),
+        **_sampler_options(args),
     }
     if args.restarts is not None:  # only with --method optimize (_check_model_method)
         kwargs["n_inits"] = args.restarts + 1
@@ -844,21 +1094,30 @@ def _draws(args: argparse.Namespace) -> int:
     return args.draws if args.draws is not None else int(METHOD_ARGUMENTS["draws"][1])
 
 
-def _sampler_options(args: argparse.Namespace, method: str) -> dict[str, Any]:
+def _sampler_options(args: argparse.Namespace) -> dict[str, Any]:
     """pyrater.fit's arguments for the sampler flags given (--engine, --chains, --draws, --warmup, --thin, --pi-moves).
 
-    A flag not given is left out (pyrater.fit's default), except that
-    --warmup defaults to --draws when --draws is given.  Call
-    :func:`_check_method_options` first: this passes on every flag given.
+    A flag not given is left out, so pyrater.fit's default stands for it
+    (``--warmup`` too: ``--draws 200`` alone warms up as ``pyrater.fit(...,
+    draws=200)`` does), and the same settings give the same fit on the
+    command line and in Python.  Call :func:`_check_method_options` first:
+    this passes on every flag given.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's arguments.
+
+    Returns
+    -------
+    dict
+        ``{argument: value}`` for each sampler flag given.
     """
-    options = {
+    return {
         dest: getattr(args, dest)
         for dest in ("engine", "chains", "draws", "warmup", "thin", "pi_moves")
         if getattr(args, dest, None) is not None
     }
-    if "draws" in options and "warmup" not in options and method in _flag_methods("warmup"):
-        options["warmup"] = options["draws"]
-    return options
 
 
 def _check_model_method(args: argparse.Namespace) -> None:
@@ -895,9 +1154,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     _check_model_method(args)
     _memory_options(args, _fit_method(args))
     out = _check_out(args.out)
+    save_to = _check_save_fit(args.save_fit, Path(args.ratings), out)
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     known = _read_known(args.known)
+    _check_known(known, data, args.known)
     gold = _read_gold(Path(args.gold), data) if args.gold else None  # checked before the fit
     if gold is not None and known is not None:
         from .checking.calibration import check_gold_not_known
@@ -909,6 +1170,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = _fit(data, args, known)
     print(f"fitted in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if save_to is not None:
+        _save_fit(result, save_to)
     _write_outputs(result, out, args.quiet, later=("calibrated_probabilities.csv",) if gold is not None else ())
     if gold is not None:
         _write_calibrated(result, gold, Path(args.gold), out, args.seed)
@@ -973,7 +1236,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_column_options(args)
     memory = _memory_options(args, "mcmc")
-    sampler = _sampler_options(args, "mcmc")  # the flags given; pyrater.fit's defaults for the others
+    sampler = _sampler_options(args)  # the flags given; pyrater.fit's defaults for the others
     data = _read_csv(Path(args.ratings), args.format, args)
     print(f"read {data}", file=sys.stderr)
     fits = {}
@@ -1142,7 +1405,8 @@ def _add_sampler_options(p: argparse.ArgumentParser, with_method: bool = True) -
         "--warmup",
         type=_int_at_least(0),
         default=None,
-        help=f"MCMC warmup per chain ({used_by('warmup')}default: = --draws)",
+        help=f"MCMC warmup per chain ({used_by('warmup')}default {METHOD_ARGUMENTS['warmup'][1]}, as in "
+        "pyrater.fit, whatever --draws is)",
     )
 
 
@@ -1254,6 +1518,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_options(p, "mcmc")
     p.add_argument(
         "--gold", default=None, help="CSV of known classes (item, label): also write calibrated_probabilities.csv"
+    )
+    p.add_argument(
+        "--save-fit",
+        metavar="PATH",
+        default=None,
+        help="also save the fitted model to PATH, as fit.save(PATH) does in Python (a netCDF-4 file; suffix .nc): "
+        "open it later with pyrater.load(PATH) for LOO, posterior predictive checks or the next ratings to "
+        "collect; the path is checked before the data are read",
     )
     p.set_defaults(func=_cmd_fit)
     c = sub.add_parser(
