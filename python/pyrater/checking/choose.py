@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +61,7 @@ import pandas as pd
 from .._stacklevel import user_stacklevel
 from ..data.ratings import RatingData
 from ..fits.base import Fit
+from ..fits.choice import ModelChoice
 from ..models import Model, get_model, model_names
 from ..models.base import mode_priors as _mode_priors
 from .agreement import held_out_agreement, vote_held_out_agreement
@@ -82,57 +82,6 @@ _TIE = 1e-9
 _MODE_METHODS = ("em", "optimize")
 #: multiples of a family's default prior strength tried by ``method="em"`` (1: the default); see step 0 of the rule
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """How ``pyrater.fit(data, "auto")`` chose its model; ``fit.model_choice``.
-
-    Attributes
-    ----------
-    chosen : str
-        The chosen family's name (the fit returned).
-    reason : str
-        One line: the rule that chose it and the numbers behind it (also in
-        ``fit.summary()``).
-    table : DataFrame
-        :func:`pyrater.compare`'s table over the candidates and the
-        majority-vote baseline (when there is one), with the columns
-        ``agree_cv`` and ``info_cv`` (held-out rater agreement and
-        information, point fits; diagnostics), ``agree_dse`` and
-        ``info_dse`` (standard errors of their paired differences from the
-        best candidate's), with ``gold=`` ``gold_accuracy``, ``gold_dse``
-        and ``labels_as_well``, ``agree_mv`` (the share of items whose
-        most probable class is a majority-vote class) and ``chosen`` (True
-        on the chosen row: the simplest of the candidates as predictive as
-        the best, which need not be the top-ranked one; see ``reason``).
-    fits : dict
-        ``{name: fit}`` of every candidate fitted.
-    skipped : dict
-        ``{name: why}`` of candidates that could not be fitted to these data
-        (say, a family for ordered scales on two categories), of default
-        families left out for these data (item difficulty by EM above its
-        size limit), and of priors changed so that a mode exists.
-    prior_scale : dict
-        ``{name: scale}`` for the candidates whose prior strength was tuned
-        (``method="em"``, a family named without priors that offers it:
-        Dawid-Skene): the multiple of the default prior's pseudo-counts kept,
-        1.0 where the default held (step 0 of the rule).
-    """
-
-    chosen: str
-    reason: str
-    table: pd.DataFrame
-    fits: dict[str, Fit] = field(repr=False)
-    skipped: dict[str, str] = field(default_factory=dict)
-    prior_scale: dict[str, float] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        with pd.option_context("display.width", 120, "display.max_columns", 20):
-            text = f"{self.reason}\n{self.table.round(3).to_string()}"
-        if self.skipped:
-            text += "\n" + "\n".join(f"  {name}: {why}" for name, why in self.skipped.items())
-        return text
 
 
 def default_candidates(method: str, n_categories: int | None = None, n_ratings: int | None = None) -> list[str]:

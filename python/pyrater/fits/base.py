@@ -475,7 +475,8 @@ class Fit:
     def model_choice(self) -> Any:
         """How ``pyrater.fit(data, "auto")`` chose this fit's model, else None.
 
-        A :class:`pyrater.checking.choose.ModelChoice`: the chosen family,
+        A :class:`pyrater.fits.choice.ModelChoice` (also importable from
+        :mod:`pyrater.checking.choose`): the chosen family,
         the one-line reason (shown by :meth:`summary`), the comparison table
         and every candidate's fit.  A fit file keeps all of it but the
         candidates' fits: after :func:`pyrater.load`, ``fits`` is empty.

@@ -1355,8 +1355,8 @@ class _Reader:
         return fit
 
     def model_choice(self, spec: Any) -> Any:
-        """The :class:`~pyrater.checking.choose.ModelChoice` of an "auto" fit, without the candidates' fits."""
-        from ..checking.choose import ModelChoice
+        """The :class:`~pyrater.fits.choice.ModelChoice` of an "auto" fit, without the candidates' fits."""
+        from .choice import ModelChoice
 
         spec = _dict(spec, "model_choice")
         text = {key: spec.get(key) for key in ("chosen", "reason")}
