@@ -915,6 +915,8 @@ def test_a_misspelt_option_gets_the_subcommands_usage_and_the_close_match(tmp_pa
     res = run("demo", "--bogus")  # nothing close: no guess
     assert res.returncode == 2 and res.stderr.startswith("usage: pyrater demo ")
     assert res.stderr.strip().splitlines()[-1] == "pyrater demo: error: unrecognized arguments: --bogus"
+    res = run("demo", "--known", "k.csv")  # the demo fits its own example: a --known file would be ignored
+    assert res.returncode == 2 and res.stderr.strip().endswith("unrecognized arguments: --known k.csv")
     assert not (tmp_path / "pyrater-out").exists()
 
 
@@ -1217,6 +1219,35 @@ def test_binary_files_are_named_by_their_first_bytes_not_sent_to_encoding_advice
     res = run("fit", str(euro), "--method", "em", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "not utf-8 text (the byte 0x80 is not utf-8)" in res.stderr
     assert "--encoding latin-1 or cp1252" in res.stderr
+
+
+def test_compressed_tables_are_read_by_their_suffix_and_named_under_another(tmp_path):
+    import gzip
+    import zipfile
+
+    _, path = _sim_csv(tmp_path, n_items=30, n_raters=3, n_categories=2)
+    raw = path.read_bytes()
+    (tmp_path / "ratings.csv.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "gz.csv").write_bytes(gzip.compress(raw))
+    with zipfile.ZipFile(tmp_path / "ratings.zip", "w") as archive:
+        archive.writestr("ratings.csv", raw)
+    (tmp_path / "zipped.csv").write_bytes((tmp_path / "ratings.zip").read_bytes())
+    reference = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "plain"), "--quiet")
+    assert reference.returncode == 0, reference.stderr
+    expected = pd.read_csv(tmp_path / "plain" / "class_probabilities.csv")
+    for name in ("ratings.csv.gz", "ratings.zip"):  # pandas reads them by their suffix
+        res = run(
+            "fit", str(tmp_path / name), "--method", "em", "--out", str(tmp_path / name.replace(".", "_")), "--quiet"
+        )
+        assert res.returncode == 0, (name, res.stderr)
+        got = pd.read_csv(tmp_path / name.replace(".", "_") / "class_probabilities.csv")
+        pd.testing.assert_frame_equal(got, expected)
+    for name, says in (
+        ("gz.csv", "this is a gzip-compressed file: pyrater fit reads a table of ratings as CSV text"),
+        ("zipped.csv", "this is a zip archive holding one table"),
+    ):
+        res = run("fit", str(tmp_path / name), "--method", "em", "--out", str(tmp_path / "o"))
+        assert res.returncode == 2 and says in res.stderr and "--encoding" not in res.stderr, (name, res.stderr)
 
 
 @pytest.mark.filterwarnings("ignore:MCMC problems")

@@ -145,14 +145,26 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
 )
 
 
-def _zip_kind(path: Path) -> str:
-    """A zip file's kind: ``"npz"`` when every entry is a ``.npy`` array (numpy.savez), else ``"workbook"``."""
+#: entries of a zip archive that hold a table pandas reads from the archive itself
+_TEXT_TABLES = (".csv", ".tsv", ".txt")
+
+
+def _zip_kind(path: Path) -> str | None:
+    """A zip file's kind: ``"npz"`` (numpy.savez), ``"workbook"``, or for one zipped table None or ``"zipped"``.
+
+    A zip of one CSV/TSV/text table is read by pandas when its name ends in
+    ``.zip`` (None: no objection); under another name it is ``"zipped"``.
+    """
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError):
         return "workbook"
-    return "npz" if names and all(name.endswith(".npy") for name in names) else "workbook"
+    if names and all(name.endswith(".npy") for name in names):
+        return "npz"
+    if len(names) == 1 and names[0].lower().endswith(_TEXT_TABLES):
+        return None if path.suffix.lower() == ".zip" else "zipped"
+    return "workbook"
 
 
 def _binary_kind(start: bytes, path: Path) -> str | None:
@@ -163,6 +175,8 @@ def _binary_kind(start: bytes, path: Path) -> str | None:
     """
     if len(start) >= 2 and start[0] == 0x80 and 2 <= start[1] <= 5:  # pickle protocols 2-5
         return "pickle"
+    if start.startswith(b"\x1f\x8b"):  # gzip: pandas reads a .gz name itself
+        return None if path.suffix.lower() in (".gz", ".gzip") else "gzip"
     kind = next((kind for signature, kind in _SIGNATURES if start.startswith(signature)), None)
     return _zip_kind(path) if kind == "zip" else kind
 
@@ -218,6 +232,14 @@ def _binary_message(kind: str, path: Path, flag: str, holds: str) -> str:
         "npy": (
             "this is a numpy array (numpy.save), not a table",
             f"write it as CSV, e.g. pandas.DataFrame(numpy.load({name!r})).to_csv({csv!r}, index=False)",
+        ),
+        "gzip": (
+            "this is a gzip-compressed file",
+            f"name it {path.name}.gz (compressed tables are read by their suffix) or decompress it (gunzip)",
+        ),
+        "zipped": (
+            "this is a zip archive holding one table",
+            f"name it {path.stem}.zip (a zip of one table is read by its suffix) or extract the table (unzip)",
         ),
         "npz": (
             "this is a numpy archive of arrays (numpy.savez), not a table",
@@ -1410,7 +1432,8 @@ def _add_sampler_options(p: argparse.ArgumentParser, with_method: bool = True) -
     )
 
 
-def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
+def _add_fit_options(p: argparse.ArgumentParser, default_method: str, known: bool = True) -> None:
+    """The model, method, prior and sampler options; ``known``: also ``--known`` (not for the demo's own data)."""
     p.add_argument(
         "--model",
         choices=(*MODEL_NAMES, "auto"),
@@ -1490,12 +1513,13 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str) -> None:
         "community: those of pooled, rho_alpha and n_communities); "
         "--alpha/--beta-* override it",
     )
-    p.add_argument(
-        "--known",
-        metavar="FILE",
-        default=None,
-        help="CSV of items whose true class is known, columns item,label; the fit conditions on them",
-    )
+    if known:
+        p.add_argument(
+            "--known",
+            metavar="FILE",
+            default=None,
+            help="CSV of items whose true class is known, columns item,label; the fit conditions on them",
+        )
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
@@ -1552,8 +1576,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit the built-in example end to end",
         description="Fit the built-in example and write its tables and plots to --out.",
     )
-    _add_fit_options(d, "mcmc")
-    d.set_defaults(func=_cmd_demo, out="pyrater-demo")
+    _add_fit_options(d, "mcmc", known=False)  # the demo's items are its own: no --known file
+    d.set_defaults(func=_cmd_demo, out="pyrater-demo", known=None)
     return parser
 
 
