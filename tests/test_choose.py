@@ -190,6 +190,22 @@ def test_the_rule_takes_the_simplest_within_4_nats_not_within_twice_the_standard
     assert _pick(table.assign(p_kfold=[32.8, 40.0, 7.5, 3.9])) == "dawid_skene"
 
 
+def test_the_reason_says_when_equally_predictive_candidates_label_differently():
+    from pyrater.checking.choose import _labels_differ
+
+    table = pd.DataFrame(
+        {"elpd_loo": [-942.2, -944.3, -946.3, -957.1], "agree_mv": [0.60, 0.87, 0.72, 0.95]},
+        index=["ordinal", "mace", "dawid_skene", "one_coin"],  # one_coin agrees most, but is 15 nats behind
+    )
+    note = _labels_differ(table, "elpd_loo", "ordinal")
+    assert note == (
+        "; the equally predictive candidates label differently: ordinal gives 60% of the items a majority-vote "
+        "class, mace 87% (gold items would tell which labels better)"
+    )
+    assert _labels_differ(table, "elpd_loo", "mace") == ""  # the chosen one labels as majority vote most
+    assert _labels_differ(table.assign(agree_mv=[0.80, 0.87, 0.72, 0.95]), "elpd_loo", "ordinal") == ""
+
+
 def test_auto_on_a_few_hundred_items_does_not_take_a_simpler_model_that_predicts_clearly_worse():
     """A user's report: on 300 items the simplest 'equivalent' model (one-coin, 15 nats behind) labelled worse than MV."""
     sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=6, n_categories=3, raters_per_item=3, seed=1)

@@ -403,6 +403,27 @@ def _close(table: pd.DataFrame, name: str, best: str) -> bool:
     return bool(np.isfinite(diff) and -diff < SMALL_ELPD_DIFF)  # -inf: a held-out item impossible under one
 
 
+#: a candidate as predictive as the chosen one whose labels agree with majority vote on this much larger a share
+#: of the items is named in the reason: equally predictive models that label differently
+LABELS_DIFFER = 0.1
+
+
+def _labels_differ(models: pd.DataFrame, ic: str, chosen: str) -> str:
+    """The reason's note when a candidate within 4 nats of the best labels far more items as majority vote does."""
+    close = models[(models[ic] > models[ic].max() - SMALL_ELPD_DIFF) & models["agree_mv"].notna()]
+    if close.empty or not np.isfinite(models.loc[chosen, "agree_mv"]):
+        return ""
+    other = str(close["agree_mv"].idxmax())
+    gap = float(close.loc[other, "agree_mv"] - models.loc[chosen, "agree_mv"])
+    if other == chosen or not gap > LABELS_DIFFER:
+        return ""
+    return (
+        f"; the equally predictive candidates label differently: {chosen} gives {models.loc[chosen, 'agree_mv']:.0%} "
+        f"of the items a majority-vote class, {other} {close.loc[other, 'agree_mv']:.0%} (gold items would tell "
+        "which labels better)"
+    )
+
+
 def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
     """Whether the vote model predicts as well as the chosen model (ranked above it, or equivalent to it)."""
     ic = _ic(table)
@@ -451,6 +472,8 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
         text += f"; held-out rater agreement {table.loc[chosen, 'agree_cv']:.3f}"
         if top != chosen and table.loc[top, "agree_cv"] > table.loc[chosen, "agree_cv"] + _TIE:
             text += f" ({top} {table.loc[top, 'agree_cv']:.3f}: gold items would tell which labels better)"
+    if "agree_mv" in table.columns and "gold_accuracy" not in table.columns:
+        text += _labels_differ(models, ic, chosen)
     if BASELINE_NAME in table.index:
         gap = table.loc[chosen, ic] - table.loc[BASELINE_NAME, ic]
         if _baseline_matches(table, chosen):
