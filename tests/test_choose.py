@@ -223,7 +223,7 @@ def test_auto_names_the_candidate_in_each_fits_warnings():
     sim = pyrater.simulate("dawid_skene", 60, 4, n_categories=3, raters_per_item=2, seed=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pyrater.fit(
+        f = pyrater.fit(
             sim.data,
             "auto",
             method="gibbs",
@@ -237,6 +237,9 @@ def test_auto_names_the_candidate_in_each_fits_warnings():
     mcmc = [str(w.message) for w in caught if "MCMC problems" in str(w.message)]
     assert mcmc and all(m.startswith(("candidate dawid_skene: ", "candidate one_coin: ")) for m in mcmc), mcmc
     assert {w.filename for w in caught if "MCMC problems" in str(w.message)} == {__file__}
+    # 20 draws: the chosen model's chains have not converged, and the reason says so
+    rhat = f.mcmc_diagnostics(warn=False).attrs["max_rhat"]
+    assert rhat > 1.01 and f"its chains have not converged (max Rhat {rhat:.3f} at " in f.model_choice.reason
 
 
 def test_auto_warns_when_majority_votes_model_predicts_as_well():

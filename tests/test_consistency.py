@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 import pyrater
+from pyrater import _arviz
 from pyrater.fitting import METHOD_ARGUMENTS, METHODS
 
 matplotlib.use("Agg")
@@ -214,9 +215,17 @@ def test_plots_say_what_they_show(sim):
     items = list(sim.data.unit_labels[:3])
     fig = pyrater.plots.plot_class_probabilities(fit, items=items)
     assert fig.axes[0].get_title() == "Class probabilities of 3 chosen items"
+    # K = 3 categories and 3 chains: the legends must tell chains (line styles) from categories (colours)
     fig = pyrater.plots.plot_trace(fit)
-    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
-    assert labels == ["chain 0", "chain 1", "chain 2"]
+    cats = [str(c) for c in sim.data.categories]
+    if _arviz.is_datatree_line():
+        labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+        assert labels == ["chain 0", "chain 1", "chain 2"] + [f"pi[{c}]" for c in cats]
+        handles = fig.legends[0].legend_handles
+        assert len({h.get_linestyle() for h in handles[:3]}) == 3 and len({h.get_color() for h in handles[3:]}) == 3
+    else:  # ArviZ 0.x's compact trace names both itself
+        legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes if ax.get_legend()]
+        assert cats in legends and ["0", "1", "2"] in legends
     fig = pyrater.plots.plot_rank(fig_fit := fit)
     assert fig.get_layout_engine() is not None and fig_fit is fit  # titles are laid out, not clipped
 

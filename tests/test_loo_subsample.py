@@ -197,3 +197,20 @@ def test_compare_checks_every_fit_before_any_work(sim, ds):
     with pytest.raises(ValueError, match="different data"):
         compare({"a": ds, "b": other})
     assert "_loo_result" not in ds.__dict__
+
+
+def test_a_loo_warning_below_0_7_names_the_sample_size_threshold():
+    """ArviZ flags Pareto k above min(1 - 1/log10 S, 0.7); a printed result says so when no item is above 0.7."""
+    from pyrater.checking.compare import ELPD
+
+    k = pd.Series([0.59, 0.10, 0.58], index=[1, 2, 3], name="pareto_k")
+    res = ELPD(
+        kind="loo", elpd=-10.0, se=1.0, p=2.0, elpd_i=pd.Series([-3.0, -4.0, -3.0], index=[1, 2, 3]),
+        pareto_k=k, n_bad_k=0, warning=True, n_samples=200, n_data_points=3,
+    )  # fmt: skip
+    text = str(res).splitlines()[-1]
+    assert text == (
+        "  warning: 2 item(s) with Pareto k > 0.57, the threshold for 200 draws (min(1 - 1/log10 S, 0.7)); "
+        "none above 0.7: more draws would make the estimate reliable"
+    )
+    assert "warning" not in str(ELPD(**{**res.__dict__, "warning": False}))

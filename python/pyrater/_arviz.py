@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -320,10 +321,13 @@ def plot_trace(obj, var_names: Sequence[str], **kwargs):
     if is_datatree_line():
         kwargs.setdefault("backend", "matplotlib")
         fig = _figure_of(az.plot_trace_dist(obj, var_names=list(var_names), **kwargs))
+        _trace_legend(fig, obj, list(var_names))
     else:
+        # the compact trace colours the components (pi's categories) and draws each chain in its own line
+        # style: ArviZ's own legends name both (a legend of colours called chains mislabelled the categories)
+        kwargs.setdefault("legend", True)
         with _quiet_legacy_plots():
             fig = _figure_of(az.plot_trace(obj, var_names=list(var_names), **kwargs))
-    _chain_legend(fig, obj)
     return fig
 
 
@@ -340,21 +344,36 @@ def plot_rank(obj, var_names: Sequence[str], **kwargs):
     return fig
 
 
-def _chain_legend(fig, obj) -> None:
-    """A legend naming the chains by the colours of the trace lines (ArviZ draws none by default)."""
+def _trace_legend(fig, obj, var_names: list[str]) -> None:
+    """Legends for ArviZ 1.x's trace plot, which draws none: chains by line style, components by colour.
+
+    As in ArviZ 0.x's compact trace, each component of a variable (pi's
+    categories) has its colour and each chain its line style; the line
+    styles are named by chain, and the colours by the component's labels
+    when one variable is plotted and the colours match its components.
+    """
     from matplotlib.lines import Line2D
 
-    n_chains = int(group(obj, "posterior").sizes["chain"])
-    for ax in fig.axes:  # the trace panels: one line per chain
+    post = group(obj, "posterior")
+    n_chains = int(post.sizes["chain"])
+    for ax in fig.axes:  # a trace panel: one line per component and chain
         lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
         colours = list(dict.fromkeys(line.get_color() for line in lines))
-        if len(colours) == n_chains:
-            handles = [Line2D([], [], color=c, label=f"chain {i}") for i, c in enumerate(colours)]
-            fig.legend(
-                handles=handles,
-                loc="outside upper right" if fig.get_layout_engine() else "upper right",
-                ncols=min(n_chains, 4),
-                fontsize="small",
-                frameon=False,
-            )
-            return
+        styles = list(dict.fromkeys(line.get_linestyle() for line in lines))
+        if not lines or len(styles) != n_chains:
+            continue
+        handles = [Line2D([], [], color="0.3", linestyle=ls, label=f"chain {i}") for i, ls in enumerate(styles)]
+        if len(var_names) == 1 and var_names[0] in post:
+            var = post[var_names[0]]
+            dims = [d for d in var.dims if d not in ("chain", "draw")]
+            labels = [", ".join(str(v) for v in combo) for combo in itertools.product(*(var[d].values for d in dims))]
+            if len(labels) == len(colours):
+                handles += [Line2D([], [], color=c, label=f"{var_names[0]}[{lab}]") for c, lab in zip(colours, labels)]
+        fig.legend(
+            handles=handles,
+            loc="outside upper right" if fig.get_layout_engine() else "upper right",
+            ncols=min(len(handles), 4),
+            fontsize="small",
+            frameon=False,
+        )
+        return

@@ -1243,7 +1243,8 @@ COMPARE_NOTE = (
     "elpd_loo: expected log predictive density of a new item (PSIS-LOO, items left out); higher is better. "
     "elpd_diff, dse: difference from the best model and its standard error. p_loo: effective number of "
     "parameters. warning: True when the PSIS-LOO estimate of that model is unreliable (some item has "
-    "Pareto k > 0.7, or the Pareto smoothing failed): treat its elpd_loo with caution or refit with more draws."
+    "Pareto k above min(1 - 1/log10 S, 0.7) for S draws, 0.57 for 200 draws, or the Pareto smoothing failed; "
+    "n_bad_k counts the items above 0.7): treat its elpd_loo with caution or refit with more draws."
 )
 
 

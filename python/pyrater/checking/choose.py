@@ -230,6 +230,7 @@ def choose_model(
         reason = _reason(table, method, chosen)
     if tuning:
         reason += "; " + "; ".join(tuning)
+    reason += _convergence_note(fits[chosen])
     table = table.assign(chosen=table.index == chosen)  # the rule is not the rank: see the reason
     choice = ModelChoice(chosen=chosen, reason=reason, table=table, fits=fits, skipped=skipped, prior_scale=prior_scale)
     best = fits[chosen]
@@ -242,6 +243,24 @@ def choose_model(
             stacklevel=user_stacklevel(),
         )
     return best, choice
+
+
+def _convergence_note(fit: Fit) -> str:
+    """The reason's note when the chosen fit's chains did not converge (max Rhat above the threshold), else ""."""
+    if not fit.has_draws:
+        return ""
+    from ..fits.draws import RHAT_THRESHOLD
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = fit.mcmc_diagnostics(warn=False)
+    rhat = table.attrs.get("max_rhat", float("nan"))
+    if not rhat > RHAT_THRESHOLD:
+        return ""
+    return (
+        f"; its chains have not converged (max Rhat {rhat:.3f} at {table['rhat'].idxmax()}): the elpd of a fit "
+        "whose chains disagree is not to be trusted, run longer chains before relying on the choice"
+    )
 
 
 def _fit_named(fit_one: Any, model: Model, method: str, label: str) -> Fit:

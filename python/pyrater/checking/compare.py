@@ -111,8 +111,10 @@ class ELPD:
         Items with Pareto k > 0.7 (LOO) or with posterior variance of the
         log-likelihood > 0.4 (WAIC).
     warning : bool
-        True when the estimate may be unreliable (``n_bad_k > 0``, or ArviZ's
-        own Pareto k flag).
+        True when the estimate may be unreliable: ``n_bad_k > 0``, or (LOO)
+        some item's Pareto k is above the sample-size threshold
+        ``min(1 - 1/log10(S), 0.7)`` for S draws (ArviZ's flag; Vehtari et
+        al. 2024), 0.57 for 200 draws.
     n_samples : int
         Posterior draws used (chains x draws).
     n_data_points : int
@@ -205,10 +207,17 @@ class ELPD:
         lines = [head, f"  elpd_{self.kind} = {self.elpd:.2f} (se {self.se:.2f}), p_{self.kind} = {self.p:.2f}"]
         if self.method == "subsample":
             lines.append(f"  subsampling se of elpd_{self.kind}: {self.subsample_se:.2f}")
+        among = " (among the sampled items)" if self.method == "subsample" else ""
         if self.n_bad_k:
             what = "Pareto k > 0.7" if self.kind == "loo" else "posterior variance of log_lik > 0.4"
-            among = " (among the sampled items)" if self.method == "subsample" else ""
             lines.append(f"  warning: {self.n_bad_k} item(s) with {what}{among}")
+        elif self.warning and self.pareto_k is not None:
+            good = _good_k(self.n_samples)
+            n = int((np.asarray(self.pareto_k) > good).sum())
+            lines.append(
+                f"  warning: {n} item(s) with Pareto k > {good:.2f}, the threshold for {self.n_samples} draws "
+                f"(min(1 - 1/log10 S, 0.7)){among}; none above 0.7: more draws would make the estimate reliable"
+            )
         return "\n".join(lines)
 
 
