@@ -242,6 +242,27 @@ def test_auto_names_the_candidate_in_each_fits_warnings():
     assert rhat > 1.01 and f"its chains have not converged (max Rhat {rhat:.3f} at " in f.model_choice.reason
 
 
+def test_auto_by_a_sampler_keeps_no_log_lik_when_the_candidates_together_exceed_the_budget():
+    sim = pyrater.simulate("dawid_skene", 300, 5, n_categories=3, raters_per_item=3, seed=4)
+    names = ["dawid_skene", "class_conditional", "one_coin"]
+    opts = dict(method="gibbs", chains=2, warmup=50, draws=50, seed=1, progress=False, candidates=names)
+    each = 8 * 2 * 50 * 300 / 2**30  # GiB of one candidate's log_lik: 3 of them pass 0.0005 GiB, one does not
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = pyrater.fit(sim.data, "auto", max_memory_gib=0.0005, **opts)
+    said = [str(w.message) for w in caught if "per-item log-likelihood is not kept" in str(w.message)]
+    assert said == [
+        f"model='auto': the 3 candidates' per-item log-likelihood is not kept (3 x {each:.3g} GiB = "
+        f"{3 * each:.3g} GiB while they are compared, above max_memory_gib=0.0005); nothing is lost: pyrater.loo "
+        "and compare recompute it from the draws in item chunks. Pass a larger max_memory_gib to keep it"
+    ]
+    assert not any(fit.has_log_lik for fit in f.model_choice.fits.values())
+    kept = _quiet_fit(sim.data, "auto", **opts)  # the default budget holds them: kept, and the same choice
+    assert all(fit.has_log_lik for fit in kept.model_choice.fits.values())
+    assert kept.model_choice.chosen == f.model_choice.chosen
+    np.testing.assert_allclose(pyrater.loo(f).elpd_i.to_numpy(), pyrater.loo(kept).elpd_i.to_numpy(), rtol=1e-9)
+
+
 def test_auto_warns_when_majority_votes_model_predicts_as_well():
     # the vote model's own story: each item its own rating distribution, raters exchangeable
     rng = np.random.default_rng(8)

@@ -258,8 +258,10 @@ def check_memory(
 
 
 def _gib_text(gib: float) -> str:
-    """GiB with two decimals, in scientific notation when huge."""
-    return f"{gib:.2f}" if gib < 1e6 else f"{gib:.2e}"
+    """GiB with two decimals, three significant digits below 0.01 (never "0.00"), scientific notation when huge."""
+    if gib >= 1e6:
+        return f"{gib:.2e}"
+    return f"{gib:.2f}" if gib >= 0.01 or gib == 0 else f"{gib:.3g}"
 
 
 def label_repr(value: Any) -> str:

@@ -14,12 +14,14 @@ Examples
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from ._stacklevel import user_stacklevel
 from ._validation import check_int, check_memory, memory_limit, resolve_seed
 from .data.ratings import DataFormat, RatingData, as_rating_data
 from .models import Model, get_model
@@ -416,6 +418,7 @@ def _fit_auto(
         raise ValueError("gold is empty: give {item label: true category label} for at least one item")
     seed = resolve_seed(seed)
     given = {k: v for k, v in options.items() if v is not None}
+    given.update(_auto_log_lik(data, method, candidates, given))
 
     def fit_one(model: Model, how: Method) -> Fit:
         return fit(data, model, how, known=known, seed=seed, progress=False, **given)
@@ -431,6 +434,38 @@ def _fit_auto(
         progress=progress,
     )
     return best
+
+
+def _auto_log_lik(data: RatingData, method: str, candidates: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """``{"log_lik": False}`` when the candidates' per-item log-likelihoods together exceed the memory budget.
+
+    A sampler keeps ``chains x draws x units`` doubles of log-likelihood per
+    fit, and ``fit(data, "auto")`` holds every candidate until they are
+    compared; each fit alone checks only its own.  When the candidates
+    together would pass ``max_memory_gib``, none keeps it (a warning says so):
+    :func:`pyrater.loo` and :func:`pyrater.compare` recompute it from the draws
+    in item chunks, and so does ``loo`` on the chosen fit later.
+    """
+    from ._validation import DEFAULT_MAX_MEMORY_GIB
+    from .checking.choose import _resolve_candidates
+
+    if method not in ("mcmc", "gibbs") or given.get("log_lik") is False:
+        return {}
+    n = len(_resolve_candidates(candidates, method, data)[0])
+    chains = int(given.get("chains", METHOD_ARGUMENTS["chains"][1]))
+    draws = int(given.get("draws", METHOD_ARGUMENTS["draws"][1])) // int(given.get("thin", 1))
+    each = 8.0 * chains * draws * data.n_units
+    budget = float(given.get("max_memory_gib", DEFAULT_MAX_MEMORY_GIB))
+    if n < 2 or n * each <= budget * 2**30:
+        return {}
+    warnings.warn(
+        f"model='auto': the {n} candidates' per-item log-likelihood is not kept ({n} x {each / 2**30:.3g} GiB = "
+        f"{n * each / 2**30:.3g} GiB while they are compared, above max_memory_gib={budget:g}); nothing is lost: "
+        "pyrater.loo and compare recompute it from the draws in item chunks. Pass a larger max_memory_gib to keep it",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+    return {"log_lik": False}
 
 
 def sbc(
