@@ -355,6 +355,8 @@ def test_gibbs_on_the_cluster_gives_the_in_memory_posterior(client):
         dist = pyrater.fit(data, "dawid_skene", method="gibbs", chains=2, warmup=30, draws=150, seed=5)
         mem = pyrater.fit(df, "dawid_skene", method="gibbs", chains=2, warmup=200, draws=1000, seed=1, **COLS)
     assert dist.has_draws and dist.draws["pi"].shape == (2, 150, 3)
+    assert repr(dist).startswith("DistributedGibbsFit(Dawid-Skene, engine=")  # GibbsFit's one line, not the arrays
+    assert "chains=2, draws=150" in repr(dist) and "\n" not in repr(dist) and len(repr(dist)) < 200
     assert not dist.label_switching
     # posterior means agree within Monte Carlo error (z-score from both fits' ESS)
     d_tab, m_tab = dist.mcmc_diagnostics(warn=False), mem.mcmc_diagnostics(warn=False)

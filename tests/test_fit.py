@@ -302,3 +302,20 @@ def test_single_chain_fit_warns_that_rhat_needs_two_chains(anesthesia_path, stan
     with pytest.warns(RuntimeWarning, match="Rhat needs at least 2 chains"):
         f = fit(df, chains=1, warmup=200, draws=200, seed=1, progress=False, engine=stan_engine)
     assert np.isnan(f.mcmc_diagnostics(warn=False).attrs["max_rhat"])
+
+
+def test_an_ml_method_name_is_pointed_to_pyrater_em(anesthesia_path):
+    df = pd.read_csv(anesthesia_path)
+    for name in ("em-ml", "ml", "EM_ML"):
+        with pytest.raises(ValueError, match=r"maximum likelihood by EM: pyrater\.em\(data, model, method='ml'\)"):
+            fit(df, method=name)
+    with pytest.raises(ValueError, match=r"unknown method 'nuts'; choose one of \(.*\)$"):  # no hint there
+        fit(df, method="nuts")
+
+
+def test_majority_vote_on_grouped_data_counts_patterns():
+    import pyrater
+
+    vote = pyrater.majority_vote(pyrater.RatingData.from_grouped(pyrater.datasets.caries(), tally="n"))
+    assert repr(vote) == "MajorityVote(32 patterns, 0 ties broken by 'first')"
+    assert repr(pyrater.majority_vote(pyrater.datasets.anesthesia())).startswith("MajorityVote(45 items, ")

@@ -276,7 +276,12 @@ def fit(
     if method is None:
         method = "mcmc"
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+        hint = ""
+        if str(method).lower().replace("_", "-") in ("em-ml", "ml", "mle"):
+            hint = (
+                " (maximum likelihood by EM: pyrater.em(data, model, method='ml'); method='em' is the posterior mode)"
+            )
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}{hint}")
     model = get_model(model)
     if method not in model.methods:
         raise ValueError(

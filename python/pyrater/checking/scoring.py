@@ -573,8 +573,10 @@ class MajorityVote:
         return self.labels
 
     def __repr__(self) -> str:
+        units = "patterns" if self.labels.index.name == "pattern" else "items"  # grouped data: one row per pattern
         return (
-            f"MajorityVote({len(self.labels)} items, {int((self.n_tied > 1).sum())} ties broken by {self.tie_break!r})"
+            f"MajorityVote({len(self.labels)} {units}, {int((self.n_tied > 1).sum())} ties broken by "
+            f"{self.tie_break!r})"
         )
 
 

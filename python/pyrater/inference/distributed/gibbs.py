@@ -186,7 +186,7 @@ def partition_rb_probs(
 # ------------------------------------------------------------------------------- result
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)  # the one-line repr of GibbsFit, not every array
 class DistributedGibbsFit(DistributedClasses, GibbsFit):
     """Result of the Gibbs sampler on distributed data: a :class:`~pyrater.fits.gibbs.GibbsFit`.
 
