@@ -190,7 +190,7 @@ class ItemDifficulty(ModelFamily):
 
         Binary data are the model of Han, Adiguzel & Carpenter: on the ten
         binary gold sets it predicts held-out items better than Dawid-Skene on
-        nine and labels at least as well on average
+        nine (six against Dawid-Skene with its prior strength tuned) and labels at least as well on average
         (``bench/RESULTS_realdata_item_difficulty.md``).  At K >= 3 its
         GLAD-type form spreads a rater's errors evenly over the other
         categories and labels worse where they are not (relevance grades,
