@@ -124,18 +124,23 @@ def fit(data: pyrater.RatingData, T: np.ndarray, learn: bool, iters: int = 300) 
     return T, cutpoints(gamma, K), lp
 
 
+def load(name: str) -> tuple[pyrater.RatingData, pd.DataFrame, pyrater.Fit]:
+    """A graded gold set (snow_emotion_numeric binned as in realdata_ordinal.py), its gold and the shipped EM fit."""
+    ratings = pd.read_csv(SHARED / name / "ratings.csv")
+    gold = pd.read_csv(SHARED / name / "gold.csv")
+    if name == "snow_emotion_numeric":
+        ratings["rating"] = np.digitize(ratings["rating"], [-60, -20, 20, 60]) + 1
+        gold["truth"] = np.digitize(gold["truth"], [-60, -20, 20, 60]) + 1
+    data = pyrater.RatingData.from_long(ratings)
+    return data, gold, pyrater.em(data, "ordinal", method="map", progress=False, seed=1)
+
+
 def main(names: list[str]) -> int:
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} not found")
         return 0
     for name in names:
-        ratings = pd.read_csv(SHARED / name / "ratings.csv")
-        gold = pd.read_csv(SHARED / name / "gold.csv")
-        if name == "snow_emotion_numeric":  # the bins of realdata_ordinal.py
-            ratings["rating"] = np.digitize(ratings["rating"], [-60, -20, 20, 60]) + 1
-            gold["truth"] = np.digitize(gold["truth"], [-60, -20, 20, 60]) + 1
-        data = pyrater.RatingData.from_long(ratings)
-        start = pyrater.em(data, "ordinal", method="map", progress=False, seed=1)
+        data, gold, start = load(name)
         pos = {lab: i for i, lab in enumerate(data.unit_labels)}
         rows = [pos[i] for i in gold["item"]]
         out = []

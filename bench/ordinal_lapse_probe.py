@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import scipy.optimize as so
 
 HERE = Path(__file__).resolve().parent
@@ -27,32 +26,20 @@ sys.path.insert(0, str(HERE.parent / "python"))
 
 import pyrater  # noqa: E402
 from pyrater.models.kernels import class_log_posterior  # noqa: E402
-from pyrater.models.ordinal import _log_sigmoid, _log_theta_z, _z  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from ordinal_cutpoints_probe import load  # noqa: E402
+from ordinal_cutpoints_probe import objective as cutpoints_objective  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "data"
 
 
 def objective(x: np.ndarray, N: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndarray]:
-    """Minus the expected complete-data log posterior of the raters, its gradient, and theta."""
-    J = N.shape[0]
-    b, u, gam = x[:J], x[J : 2 * J], x[2 * J :]
-    s, g = np.exp(u), 1 / (1 + np.exp(-gam))
-    z = _z(b, s, K)
-    O = np.exp(_log_theta_z(z))
-    with np.errstate(invalid="ignore", over="ignore"):
-        logf = _log_sigmoid(z) + _log_sigmoid(-z)
-    f = np.where(np.isfinite(z), np.exp(logf), 0.0)
-    zf = np.where(np.isfinite(z), z, 0.0)
-    dOb = -(f[..., 1:] - f[..., :-1]) / s[:, None, None]
-    dOu = -zf[..., 1:] * f[..., 1:] + zf[..., :-1] * f[..., :-1]
-    mix = (1 - g)[:, None, None] * O + (g / K)[:, None, None]
-    r = N / mix
-    val = float(np.sum(N * np.log(mix)))
-    gb = np.einsum("jkl,jkl->j", r, dOb) * (1 - g) - b
-    gu = np.einsum("jkl,jkl->j", r, dOu) * (1 - g) - (u + 1)
-    gg = np.einsum("jkl,jkl->j", r, 1 / K - O) * g * (1 - g) - (gam + 3) / 1.5**2
-    val += -0.5 * np.sum(b**2) - 0.5 * np.sum((u + 1) ** 2) - 0.5 * np.sum(((gam + 3) / 1.5) ** 2)
-    return -val, -np.concatenate([gb, gu, gg]), mix
+    """Minus the expected complete-data log posterior of the raters, its gradient, and theta.
+
+    The cutpoints probe's objective at the fixed midpoints ``l + 1/2`` (the same numbers, bit for bit).
+    """
+    return cutpoints_objective(x, N, np.arange(K - 1) + 0.5)
 
 
 def _value_grad(x: np.ndarray, N: np.ndarray, K: int) -> tuple[float, np.ndarray]:
@@ -86,13 +73,7 @@ def main(names: list[str]) -> int:
         print(f"skipped: {SHARED} not found")
         return 0
     for name in names:
-        ratings = pd.read_csv(SHARED / name / "ratings.csv")
-        gold = pd.read_csv(SHARED / name / "gold.csv")
-        if name == "snow_emotion_numeric":  # the bins of realdata_ordinal.py
-            ratings["rating"] = np.digitize(ratings["rating"], [-60, -20, 20, 60]) + 1
-            gold["truth"] = np.digitize(gold["truth"], [-60, -20, 20, 60]) + 1
-        data = pyrater.RatingData.from_long(ratings)
-        start = pyrater.em(data, "ordinal", method="map", progress=False, seed=1)
+        data, gold, start = load(name)
         T, x, ll = fit_lapse(data, start.class_probs.copy())
         pos = {lab: i for i, lab in enumerate(data.unit_labels)}
         z = np.asarray(data.categories)[T.argmax(1)]
