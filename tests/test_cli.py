@@ -157,7 +157,8 @@ def test_compare_command_prints_loo_table(anesthesia_path):
     assert {lines[1].split()[0], lines[2].split()[0]} == {"dawid_skene", "class_conditional"}
     assert "fitting models" in res.stderr  # progress indication
     # the columns, the warning column among them, are explained under the table
-    assert "warning: True when the PSIS-LOO estimate" in res.stdout and "Pareto k > 0.7" in res.stdout
+    assert "warning: True when the PSIS-LOO estimate" in res.stdout
+    assert "Pareto k above min(1 - 1/log10 S, 0.7)" in res.stdout and "n_bad_k counts the items above 0.7" in res.stdout
 
 
 # ------------------------------------------------------------ options, errors, many raters

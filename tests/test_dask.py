@@ -144,9 +144,9 @@ def test_community_em_map_equals_in_memory(client):
     np.testing.assert_allclose(dist.theta, mem.theta, atol=1e-7)
     np.testing.assert_allclose(dist.log_lik_trace, mem.log_lik_trace, rtol=1e-9)
     # the community rows: the weighted Newton steps on (m, s) amplify the rounding differences of the
-    # distributed sums (pi and theta agree to 1e-7, these to ~1e-5)
+    # distributed sums (pi and theta agree to 1e-7, these to ~1e-5 on some hosts, 1.6e-4 on a Zen 4 one)
     for key in ("m", "s", "rho", "community_prob"):
-        np.testing.assert_allclose(dist.model_params[key], mem.model_params[key], rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(dist.model_params[key], mem.model_params[key], rtol=5e-4, atol=1e-7)
 
 
 def test_items_spread_over_input_partitions_are_gathered(client):

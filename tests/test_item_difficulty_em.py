@@ -74,8 +74,9 @@ def test_em_map_is_stans_posterior_mode(small, stan_engine, variant):
     em = pyrater.em(small.data, model, method="map")
     opt = pyrater.fit(small.data, model, method="optimize", seed=1, engine=stan_engine)
     assert em.converged and type(em) is ItemDifficultyEMFit
-    # the same density (Stan's log density keeps every constant), EM's mode at least as high
-    assert em.log_posterior == pytest.approx(opt.log_density, abs=1e-4)
+    # the same density (Stan's log density keeps every constant), EM's mode at least as high (Stan's L-BFGS
+    # stops within its tolerances: 1e-5 to 2.3e-4 below EM's mode, by host)
+    assert em.log_posterior == pytest.approx(opt.log_density, abs=1e-3)
     assert em.log_posterior >= opt.log_density - 1e-6
     for name in ("logit_sens", "logit_spec", "difficulty", "discrimination", "guessing"):
         if name in em.model_params:
