@@ -451,7 +451,7 @@ def _auto_log_lik(data: RatingData, method: str, candidates: Any, given: dict[st
     :func:`pyrater.loo` and :func:`pyrater.compare` recompute it from the draws
     in item chunks, and so does ``loo`` on the chosen fit later.
     """
-    from ._validation import DEFAULT_MAX_MEMORY_GIB
+    from ._validation import GIB, _gib_text
     from .checking.choose import _resolve_candidates
 
     if method not in ("mcmc", "gibbs") or given.get("log_lik") is False:
@@ -459,13 +459,13 @@ def _auto_log_lik(data: RatingData, method: str, candidates: Any, given: dict[st
     n = len(_resolve_candidates(candidates, method, data)[0])
     chains = int(given.get("chains", METHOD_ARGUMENTS["chains"][1]))
     draws = int(given.get("draws", METHOD_ARGUMENTS["draws"][1])) // int(given.get("thin", 1))
-    each = 8.0 * chains * draws * data.n_units
-    budget = float(given.get("max_memory_gib", DEFAULT_MAX_MEMORY_GIB))
-    if n < 2 or n * each <= budget * 2**30:
+    each = 8.0 * chains * draws * data.n_units / GIB
+    budget = memory_limit(given.get("max_memory_gib"))
+    if n < 2 or n * each <= budget:
         return {}
     warnings.warn(
-        f"model='auto': the {n} candidates' per-item log-likelihood is not kept ({n} x {each / 2**30:.3g} GiB = "
-        f"{n * each / 2**30:.3g} GiB while they are compared, above max_memory_gib={budget:g}); nothing is lost: "
+        f"model='auto': the {n} candidates' per-item log-likelihood is not kept ({n} x {_gib_text(each)} GiB = "
+        f"{_gib_text(n * each)} GiB while they are compared, above max_memory_gib={budget:g}); nothing is lost: "
         "pyrater.loo and compare recompute it from the draws in item chunks. Pass a larger max_memory_gib to keep it",
         UserWarning,
         stacklevel=user_stacklevel(),

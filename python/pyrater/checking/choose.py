@@ -429,7 +429,9 @@ LABELS_DIFFER = 0.1
 
 def _labels_differ(models: pd.DataFrame, ic: str, chosen: str) -> str:
     """The reason's note when a candidate within 4 nats of the best labels far more items as majority vote does."""
-    close = models[(models[ic] > models[ic].max() - SMALL_ELPD_DIFF) & models["agree_mv"].notna()]
+    best = str(models[ic].idxmax())
+    within = np.array([_close(models, n, best) for n in models.index], dtype=bool)
+    close = models[within & models["agree_mv"].notna().to_numpy()]
     if close.empty or not np.isfinite(models.loc[chosen, "agree_mv"]):
         return ""
     other = str(close["agree_mv"].idxmax())

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import check_int, check_memory
+from .._validation import _is_int, check_int, check_memory
 from ..data.ratings import RatingData
 from .base import Model, default_alpha, numeric_array
 
@@ -330,7 +330,7 @@ def _check_sim_seed(seed: Any) -> int | np.random.Generator | np.random.SeedSequ
     """A simulator's seed: None, a non-negative integer, or a numpy Generator, SeedSequence or BitGenerator."""
     if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
         return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not _is_int(seed) or seed < 0:
         raise ValueError(
             f"seed must be a non-negative integer, a numpy Generator or SeedSequence, or None; got {seed!r}"
         )

@@ -96,7 +96,7 @@ def _first_best(values: list[float], candidates: list[int], margin: float) -> in
     whichever backend computed them.  A value that is NaN counts as ``-inf``;
     when no candidate has a value above ``-inf``, the first is returned.
     """
-    finite = {r: (values[r] if values[r] == values[r] else -np.inf) for r in candidates}
+    finite = {r: (-np.inf if np.isnan(values[r]) else values[r]) for r in candidates}
     top = max(finite.values())
     if top == -np.inf:
         return candidates[0]
