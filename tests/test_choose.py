@@ -300,6 +300,13 @@ def test_auto_arguments_are_checked_before_any_fit():
     assert "dawid_skene" in default_candidates("em") and "hierarchical" not in default_candidates("em")
     # the pooled family's joint mode over-shrinks its raters: by its samplers only, unless named
     assert "pooled" not in default_candidates("em") and "pooled" in default_candidates("gibbs")
+    # ... and auto says so, with what to do
+    from pyrater.checking.choose import _default_candidates
+
+    found, left = _default_candidates("em", 3, 500)
+    assert set(left) == {"pooled", "community"} and not set(left) & set(found)
+    assert all(why.startswith("not tried by method='em': the joint posterior mode") for why in left.values())
+    assert _default_candidates("gibbs", 3, 500)[1] == {}
 
 
 def test_auto_lifts_priors_below_one_for_the_mode_and_says_so():

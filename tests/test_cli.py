@@ -155,10 +155,28 @@ def test_compare_command_prints_loo_table(anesthesia_path):
     lines = res.stdout.strip().splitlines()
     assert "elpd_loo" in lines[0] and "elpd_diff" in lines[0]
     assert {lines[1].split()[0], lines[2].split()[0]} == {"dawid_skene", "class_conditional"}
-    assert "fitting models" in res.stderr  # progress indication
+    assert "read RatingData(45 items" in res.stderr
     # the columns, the warning column among them, are explained under the table
     assert "warning: True when the PSIS-LOO estimate" in res.stdout
     assert "Pareto k above min(1 - 1/log10 S, 0.7)" in res.stdout and "n_bad_k counts the items above 0.7" in res.stdout
+    for column in ("rank: 0 for the best", "weight: stacking", "weight_pbma: pseudo-BMA+", "equivalent: True"):
+        assert column in res.stdout
+
+
+@pytest.mark.stan
+def test_compare_command_writes_the_table_and_is_quiet(anesthesia_path, tmp_path):
+    out = tmp_path / "comparison.csv"
+    args = ("compare", str(anesthesia_path), "--chains", "2", "--draws", "200", "--warmup", "200")
+    res = run(*args, "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(out, index_col="model")
+    assert set(table.index) == {"dawid_skene", "class_conditional"}
+    assert list(table["rank"]) == [0, 1] and table["elpd_diff"].iloc[0] == 0.0
+    # the printed table is the file's, rounded; --quiet drops the progress, the data line and the note
+    printed = res.stdout.strip().splitlines()
+    assert len(printed) == 3 and printed[1].split()[0] == table.index[0]
+    assert float(printed[1].split()[2]) == pytest.approx(table["elpd_loo"].iloc[0], abs=1e-3)
+    assert "read " not in res.stderr and "fitting models" not in res.stderr and f"wrote {out}" in res.stderr
 
 
 # ------------------------------------------------------------ options, errors, many raters
@@ -380,6 +398,21 @@ def test_compare_with_one_model_refuses_before_fitting(anesthesia_path):
     res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "dawid_skene")
     assert res.returncode == 2 and "at least two different models" in res.stderr
     assert "warning: True when" in run("compare", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "--out is empty"),
+        (".", "is a folder; give a CSV file"),
+        ("table.txt", "give a file name ending in .csv"),
+        ("missing/table.csv", "does not exist"),
+    ],
+)
+def test_compare_out_is_checked_before_the_data_are_read(anesthesia_path, tmp_path, value, message):
+    res = run("compare", str(anesthesia_path), "--out", value, cwd=tmp_path)
+    assert res.returncode == 2 and message in res.stderr
+    assert "read " not in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.filterwarnings("ignore:MCMC problems")
@@ -1015,6 +1048,10 @@ def test_python_values_and_attributes_in_messages_get_the_command_lines_terms(tm
         "thin >= 5 or data_format='grouped' (command line: --thin, --format grouped)"
     )
     assert cli._command_line_terms("method='map'", args) == "method='map'"  # not a --method
+    # a model named by its Python argument: the --model flag (the ordinal family's refusal of K = 2)
+    with pytest.raises(ValueError) as k2:
+        pyrater.fit(pyrater.simulate("dawid_skene", 20, 3, n_categories=2, seed=1).data, "ordinal", method="em")
+    assert cli._command_line_terms(str(k2.value), args).endswith("(command line: --model class_conditional)")
     # the model choice's table is comparison.csv in --out
     note = "the chosen model (homogeneous) does not predict ... vote model; see fit.model_choice.table"
     assert cli._command_line_terms(note, args) == note.replace(

@@ -1240,43 +1240,75 @@ def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: in
 
 
 COMPARE_NOTE = (
-    "elpd_loo: expected log predictive density of a new item (PSIS-LOO, items left out); higher is better. "
-    "elpd_diff, dse: difference from the best model and its standard error. p_loo: effective number of "
-    "parameters. warning: True when the PSIS-LOO estimate of that model is unreliable (some item has "
-    "Pareto k above min(1 - 1/log10 S, 0.7) for S draws, 0.57 for 200 draws, or the Pareto smoothing failed; "
-    "n_bad_k counts the items above 0.7): treat its elpd_loo with caution or refit with more draws."
+    "rank: 0 for the best model. elpd_loo: expected log predictive density of a new item (PSIS-LOO, items "
+    "left out); higher is better. elpd_diff, dse: difference from the best model and its standard error. "
+    "p_loo: effective number of parameters. se: standard error of elpd_loo. weight: stacking weights; "
+    "weight_pbma: pseudo-BMA+ weights, shared evenly by models that predict alike. equivalent: True when "
+    "elpd_diff is within 4 or within twice dse of the best. warning: True when the PSIS-LOO estimate of that "
+    "model is unreliable (some item has Pareto k above min(1 - 1/log10 S, 0.7) for S draws, 0.57 for 200 "
+    "draws, or the Pareto smoothing failed; n_bad_k counts the items above 0.7): treat its elpd_loo with "
+    "caution or refit with more draws."
 )
+
+
+def _check_table_out(raw: str | None) -> Path | None:
+    """The CSV file ``compare --out raw``, checked before any data is read or fitted; None without the flag.
+
+    Refused: an empty name, a folder, a suffix other than ``.csv``, and a
+    file whose folder does not exist or cannot be written.
+    """
+    if raw is None:
+        return None
+    if not str(raw).strip():
+        raise CLIError("--out is empty; give a CSV file for the comparison table, e.g. --out comparison.csv")
+    path = Path(raw)
+    if path.is_dir():
+        raise CLIError(f"--out {path} is a folder; give a CSV file for the comparison table, e.g. {path / 'comparison.csv'}")
+    if path.suffix.lower() != ".csv":
+        raise CLIError(f"--out {path}: the comparison table is written as CSV; give a file name ending in .csv")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise CLIError(f"--out {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CLIError(f"--out {path}: cannot write there")
+    return path
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     if len(set(args.models)) < 2:
         raise CLIError(f"compare needs at least two different models (--models), got {args.models}")
-    from ._quiet import import_tqdm
+    from ._quiet import progress_bar
     from .checking.compare import compare
     from .fitting import fit
 
-    tqdm = import_tqdm()
-
     _check_column_options(args)
+    out = _check_table_out(args.out)
     memory = _memory_options(args, "mcmc")
     sampler = _sampler_options(args)  # the flags given; pyrater.fit's defaults for the others
     data = _read_csv(Path(args.ratings), args.format, args)
-    print(f"read {data}", file=sys.stderr)
+    if not args.quiet:
+        print(f"read {data}", file=sys.stderr)
     fits = {}
-    for name in tqdm(args.models, desc="fitting models", unit="model", file=sys.stderr):
-        fits[name] = fit(
-            data,
-            name,
-            method="mcmc",
-            seed=args.seed,
-            progress=False,
-            **memory,
-            **sampler,
-        )
-    table = compare(fits)
+    with progress_bar(not args.quiet, len(args.models), "fitting models", unit="model") as bar:
+        for name in args.models:
+            fits[name] = fit(
+                data,
+                name,
+                method="mcmc",
+                seed=args.seed,
+                progress=False,
+                **memory,
+                **sampler,
+            )
+            bar.update()
+    table = compare(fits, progress=not args.quiet)
+    if out is not None:
+        table.to_csv(out, index_label="model")
+        print(f"wrote {out}", file=sys.stderr)
     with pd.option_context("display.width", 120):
         print(table.round(3).to_string())
-    print(COMPARE_NOTE)
+    if not args.quiet:
+        print(COMPARE_NOTE)
     return 0
 
 
@@ -1439,8 +1471,10 @@ def _add_fit_options(p: argparse.ArgumentParser, default_method: str, known: boo
         "--model",
         choices=(*MODEL_NAMES, "auto"),
         default="dawid_skene",
-        help="model (default dawid_skene); auto: fit every family the method fits, compare them (K-fold for em "
-        "and optimize, PSIS-LOO for the samplers) beside majority vote, keep the best (comparison.csv)",
+        help="model (default dawid_skene); auto: fit every family the method fits (pooled and community by the "
+        "samplers only: their posterior modes over-shrink; the summary lists what was left out and why), compare "
+        "them (K-fold for em and optimize, PSIS-LOO for the samplers) beside majority vote, keep the best "
+        "(comparison.csv)",
     )
     p.add_argument(
         "--method",
@@ -1570,6 +1604,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_sampler_options(c, with_method=False)  # compare samples by --method mcmc
     _add_memory_option(c)
+    c.add_argument(
+        "--out",
+        metavar="FILE.csv",
+        default=None,
+        help="also write the comparison table to this CSV file (checked before the data are read)",
+    )
+    c.add_argument("--quiet", action="store_true", help="no progress bars and no explanation of the columns")
     c.set_defaults(func=_cmd_compare)
     d = sub.add_parser(
         "demo",
@@ -1598,6 +1639,7 @@ _VALUED_FLAGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "method": ("method", "--method", CLI_METHODS),
     "engine": ("engine", "--engine", ENGINES),
     "data_format": ("format", "--format", ("long", "wide", "grouped")),
+    "model": ("model", "--model", (*MODEL_NAMES, "auto")),
 }
 #: phrases of pyrater's advice that name flags by what they do (matched before the single words of _FLAGS)
 _PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -169,7 +169,8 @@ def fit(
         :func:`pyrater.checking.choose.default_candidates` lists them for the
         data: by EM the item-difficulty family joins on binary data of at
         most 200,000 ratings; the pooled and community families, whose
-        joint modes over-shrink, join by the samplers).  For the posterior-mode
+        joint modes over-shrink, join by the samplers; the families left out
+        and why: ``fit.model_choice.skipped``).  For the posterior-mode
         methods a candidate with a Dirichlet or Beta pseudo-count below 1
         (Dawid-Skene's default for K >= 5), whose mode does not exist, is
         fitted at its mode on the log-odds scale: every pseudo-count + 1

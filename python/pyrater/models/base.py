@@ -195,6 +195,9 @@ class ModelFamily:
     k_params: ClassVar[tuple[str, ...]] = ("pi", "theta", "p", "mu", "categories")
     mode_free_priors: ClassVar[tuple[str, ...]] = ()
     auto_methods: ClassVar[tuple[str, ...] | None] = None
+    #: why a method the family has but :attr:`auto_methods` leaves out is not tried (``{method}`` is filled
+    #: in; shown in ``fit.model_choice.skipped``); empty: not said
+    auto_left_out: ClassVar[str] = ""
     #: Names of further Stan programs (``stan/<name>.stan``) that fit variants of the family
     #: (item_difficulty: ``item_difficulty_marginal``); a model object picks its own with :attr:`stan_program`
     stan_variants: ClassVar[tuple[str, ...]] = ()
@@ -214,11 +217,15 @@ class ModelFamily:
         -------
         str or None
             ``""``: a default candidate; None: not one (the method is not in
-            :attr:`auto_methods`); any other text: not one for these data, and
-            why (shown in ``fit.model_choice.skipped``).
+            :attr:`auto_methods` and the family gives no :attr:`auto_left_out`);
+            any other text: not one for this method or these data, and why
+            (shown in ``fit.model_choice.skipped``).
         """
-        allowed = self.methods if self.auto_methods is None else self.auto_methods
-        return "" if method in self.methods and method in allowed else None
+        if method not in self.methods:
+            return None
+        if self.auto_methods is None or method in self.auto_methods:
+            return ""
+        return self.auto_left_out.format(method=method) or None
 
     def priors(self, K: int, J: int) -> dict[str, np.ndarray]:
         """Resolved prior hyperparameters for K categories and J raters."""

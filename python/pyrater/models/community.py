@@ -199,6 +199,10 @@ class CommunityDawidSkene(ModelFamily):
     mode_free_priors: ClassVar[tuple[str, ...]] = ("s_rate", "n_communities")
     #: as the pooled model: the joint mode (EM, optimize) over-shrinks raters towards their community's rows
     auto_methods: ClassVar[tuple[str, ...] | None] = ("gibbs", "mcmc", "pathfinder")
+    auto_left_out: ClassVar[str] = (
+        "not tried by method='{method}': the joint posterior mode over-shrinks the raters towards the community's "
+        "rows; name it in candidates to compare it, or let auto fit by method='gibbs'"
+    )
 
     def __post_init__(self) -> None:
         _n_communities(self.n_communities)

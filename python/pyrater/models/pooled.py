@@ -156,6 +156,10 @@ class PooledDawidSkene(ModelFamily):
     #: "auto" tries it by its samplers only: the joint posterior mode (EM, optimize) over-shrinks the raters
     #: towards the population rows as raters grow numerous (see the class docstring)
     auto_methods: ClassVar[tuple[str, ...] | None] = ("gibbs", "mcmc", "pathfinder")
+    auto_left_out: ClassVar[str] = (
+        "not tried by method='{method}': the joint posterior mode over-shrinks the raters towards the population "
+        "rows; name it in candidates to compare it, or let auto fit by method='gibbs'"
+    )
 
     def __post_init__(self) -> None:
         if self.em_update not in (None, "mode", "expected"):
