@@ -1263,7 +1263,9 @@ def _check_table_out(raw: str | None) -> Path | None:
         raise CLIError("--out is empty; give a CSV file for the comparison table, e.g. --out comparison.csv")
     path = Path(raw)
     if path.is_dir():
-        raise CLIError(f"--out {path} is a folder; give a CSV file for the comparison table, e.g. {path / 'comparison.csv'}")
+        raise CLIError(
+            f"--out {path} is a folder; give a CSV file for the comparison table, e.g. {path / 'comparison.csv'}"
+        )
     if path.suffix.lower() != ".csv":
         raise CLIError(f"--out {path}: the comparison table is written as CSV; give a file name ending in .csv")
     folder = path.absolute().parent
