@@ -292,6 +292,64 @@ def test_kernel_pass_equals_the_reference_products(repeated):
     np.testing.assert_allclose(n_k[:K], w @ T_ref, rtol=1e-12)
 
 
+def test_the_unit_count_path_equals_the_reference_products(repeated):
+    # an empty data array means "every stored count is 1": the pass of the 0/1 pattern of the counts
+    data, known = repeated
+    c = data.counts.copy()
+    c.data[:] = 1.0
+    I, JK = c.shape
+    K, J = data.n_categories, data.n_raters
+    rng = np.random.default_rng(8)
+    pi = rng.dirichlet(np.ones(K))
+    theta = rng.dirichlet(np.ones(K), size=(J, K))
+    codes = data.known_codes(known)
+    LT = _fused.pad_log_theta(np.log(theta), _numba.aligned_zeros((JK, _fused.KP)))
+    T = np.full((I, K), np.nan)
+    N = _numba.aligned_zeros((JK, _fused.KP))
+    n_k = np.full(_fused.KP, np.nan)
+    args = (c.indptr, c.indices, np.empty(0), LT, _fused.pad_log_pi(np.log(pi)), codes, np.empty(0), 0, I, K, T)
+    args = (*args, np.empty(0), N, n_k)
+    _numba.compile_for(_fused.em_iteration, *args)
+    total = _fused.em_iteration(*args)
+    lp, ll_ref = class_log_posterior(c, np.log(pi), np.log(theta), codes)
+    T_ref = np.exp(lp)
+    np.testing.assert_allclose(T, T_ref, rtol=1e-12, atol=1e-300)
+    assert total == pytest.approx(ll_ref.sum(), rel=1e-13)
+    np.testing.assert_allclose(N[:, :K], c.T @ T_ref, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(n_k[:K], T_ref.sum(0), rtol=1e-12)
+    # and the same numbers, bit for bit, as the pass that reads the ones
+    N2, n_k2, T2 = _numba.aligned_zeros((JK, _fused.KP)), np.empty(_fused.KP), np.empty((I, K))
+    total2 = _fused.em_iteration(*args[:2], c.data, *args[3:10], T2, np.empty(0), N2, n_k2)
+    assert total2 == total
+    np.testing.assert_array_equal(T2, T)
+    np.testing.assert_array_equal(N2, N)
+
+
+@pytest.mark.parametrize("prior", [False, True])
+def test_the_compiled_dawid_skene_m_step_equals_the_numpy_one(prior):
+    from pyrater.inference.em.steps import MapPrior, m_step_from_counts
+
+    J, K = 7, 4
+    rng = np.random.default_rng(3)
+    N = _numba.aligned_zeros((J * K, _fused.KP))
+    N[:, :K] = rng.random((J * K, K)) * rng.integers(0, 3, size=(J * K, K))
+    N[:K, :] = 0.0  # rater 0 without any expected count: its rows empty
+    n_k = N[:, :K].sum(0)
+    beta = 1.0 + rng.random((J, K, K)) * 3 if prior else None
+    map_prior = MapPrior(kind="dawid_skene", alpha=np.full(K, 1.5), beta=beta) if prior else None
+    pi_ref, theta_ref, empty_ref = m_step_from_counts(n_k, N[:, :K], J, K, "dawid_skene", map_prior)
+    add = np.empty((0, _fused.KP))
+    if prior:
+        add = _numba.aligned_zeros((J * K, _fused.KP))
+        add[:, :K] = (beta - 1.0).transpose(0, 2, 1).reshape(J * K, K)
+    theta, empty = np.empty((J, K, K)), np.empty((J, K), dtype=bool)
+    _numba.run(_fused.dawid_skene_theta, N, add, theta, empty)
+    np.testing.assert_allclose(theta, theta_ref, rtol=1e-14, atol=1e-16)
+    np.testing.assert_array_equal(empty, empty_ref)
+    assert empty[0].all() != prior  # ML: rater 0's rows are empty (uniform); the prior fills them
+    np.testing.assert_allclose(theta.sum(-1), 1.0, rtol=1e-14)
+
+
 def test_kernel_rows_without_a_finite_log_joint_are_nan_like_the_scipy_path():
     # rater 0 never says 1 under either class, but unit 0 has that rating
     data = RatingData.from_codes(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1, 0, 0]), n_categories=2)

@@ -65,6 +65,21 @@ def test_compiled_class_probabilities_equal_the_scipy_kernel(sim, draws, with_kn
         assert np.array_equal(got[::7].argmax(axis=1), np.full(got[::7].shape[0], 2))
 
 
+def test_compiled_pass_reads_counts_above_one(sim, draws):
+    # data of one rating per item and rater take the gather without count loads; repeats take the other
+    pi, theta = draws
+    counts = sim.data.counts.copy()
+    counts.data[::5] = 2.0
+    for c in (sim.data.counts, counts):
+        ref = rao_blackwell_class_probabilities(c, np.log(pi), np.log(theta))
+        got = draws_class_probabilities(c, pi, theta, None, n_threads=1)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
+        ll = draws_log_lik(c, pi, theta, None, n_threads=1)
+        _, ll_ref = class_log_posterior(c, np.log(pi[5]), np.log(theta[5]))
+        np.testing.assert_allclose(ll[:, 5], ll_ref, rtol=1e-13)
+    assert not np.allclose(ll[:, 5], draws_log_lik(sim.data.counts, pi, theta, None, n_threads=1)[:, 5])
+
+
 def test_compiled_log_lik_equals_the_scipy_kernel_draw_by_draw(sim, draws):
     pi, theta = draws
     known = np.full(sim.data.n_units, -1)

@@ -259,6 +259,66 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
         X[r, 7] = a7 - m
 
 
+@numba.njit(inline="always", cache=True)
+def log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
+    """:func:`log_joint_block` when every stored count is 1 (one rating per item and rater).
+
+    Plain sums of table rows: no loads of the counts and no multiplies (about a sixth of an EM
+    iteration at 10^6 ratings).  A separate function, not a branch inside the gather loop, so
+    that each loop keeps its vectorised form; callers choose once per pass.
+    """
+    ninf = -np.inf
+    has_known = known.size > 0
+    nnz = _u64(indices.size)
+    for i in range(blo, bhi):
+        iu = _u64(i)
+        r = _u64(i - blo)
+        a0 = log_pi[0]
+        a1 = log_pi[1]
+        a2 = log_pi[2]
+        a3 = log_pi[3]
+        a4 = log_pi[4]
+        a5 = log_pi[5]
+        a6 = log_pi[6]
+        a7 = log_pi[7]
+        c = _u64(indptr[iu])
+        b = _u64(indptr[iu + _u64(1)])
+        while c < b:
+            if c + PREFETCH_AHEAD < nnz:
+                prefetch_row(LT, indices[c + PREFETCH_AHEAD])
+            col = _u64(indices[c])
+            a0 += LT[col, 0]
+            a1 += LT[col, 1]
+            a2 += LT[col, 2]
+            a3 += LT[col, 3]
+            a4 += LT[col, 4]
+            a5 += LT[col, 5]
+            a6 += LT[col, 6]
+            a7 += LT[col, 7]
+            c += _u64(1)
+        if has_known:
+            kk = known[iu]
+            if kk >= 0:
+                a0 = a0 if kk == 0 else ninf
+                a1 = a1 if kk == 1 else ninf
+                a2 = a2 if kk == 2 else ninf
+                a3 = a3 if kk == 3 else ninf
+                a4 = a4 if kk == 4 else ninf
+                a5 = a5 if kk == 5 else ninf
+                a6 = a6 if kk == 6 else ninf
+                a7 = a7 if kk == 7 else ninf
+        m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+        M[r] = m
+        X[r, 0] = a0 - m
+        X[r, 1] = a1 - m
+        X[r, 2] = a2 - m
+        X[r, 3] = a3 - m
+        X[r, 4] = a4 - m
+        X[r, 5] = a5 - m
+        X[r, 6] = a6 - m
+        X[r, 7] = a7 - m
+
+
 # ------------------------------------------------------------- log tables (numpy)
 def log_tables(pi: np.ndarray, theta: np.ndarray, J: int, LT: np.ndarray, LP: np.ndarray) -> None:
     """Fill the padded log tables of a chunk of draws.
@@ -290,7 +350,7 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
     Parameters
     ----------
     indptr, indices, data : arrays
-        The CSR count matrix (``data`` float64).
+        The CSR count matrix (``data`` float64); ``data`` empty means every stored count is 1.
     known : int64 array (I,) or empty
         Known class per unit (-1 unknown).
     LT : float64 array (n, J*K, KP)
@@ -313,6 +373,7 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
     ninf = -np.inf
     write_acc = acc.size > 0
     write_ll = ll.size > 0
+    ones = data.size == 0 and indices.size > 0  # every stored count 1: log_joint_block_ones
     X = np.empty((_BLOCK, KP))
     M = np.empty(_BLOCK)
     for tlo in range(lo, hi, tile):
@@ -321,7 +382,10 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
             LTs = LT[s]
             for blo in range(tlo, thi, _BLOCK):
                 bhi = min(blo + _BLOCK, thi)
-                log_joint_block(indptr, indices, data, LTs, LP[s], known, blo, bhi, X, M)
+                if ones:
+                    log_joint_block_ones(indptr, indices, LTs, LP[s], known, blo, bhi, X, M)
+                else:
+                    log_joint_block(indptr, indices, data, LTs, LP[s], known, blo, bhi, X, M)
                 for i in range(blo, bhi):
                     iu = _u64(i)
                     r = _u64(i - blo)

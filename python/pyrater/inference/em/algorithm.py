@@ -261,15 +261,22 @@ class _FusedKernel:
     The units are split into ``n_threads`` contiguous ranges of about equal
     numbers of stored counts; each range runs in its own thread (the kernel
     releases the GIL) with its own expected-count matrix, summed afterwards.
+    When every stored count is 1 the pass gets an empty ``data`` array (its
+    faster path, see :func:`pyrater.inference.em.kernel.em_iteration`);
+    ``kind`` (the M-step's kind) compiles the Dawid-Skene M-step of
+    :meth:`m_step` up front.
     """
 
-    def __init__(self, fused: Any, prob: Problem, n_threads: int) -> None:
+    def __init__(self, fused: Any, prob: Problem, n_threads: int, kind: str | NumericMStep | None = None) -> None:
         c = prob.counts
         I, JK = c.shape
         KP = fused.KP
         self.fused = fused
         self.K = prob.K
         self.csr = (c.indptr, c.indices, c.data)
+        # the fused pass's counts: empty when every stored count is 1 (its faster path), decided once per fit
+        all_ones = c.data.size > 0 and bool(np.all(c.data == 1.0))
+        self.em_csr = (c.indptr, c.indices, np.empty(0)) if all_ones else self.csr
         self.known = np.empty(0, np.int64) if prob.known is None else np.ascontiguousarray(prob.known, dtype=np.int64)
         self.weight = np.empty(0) if prob.unit_weights else np.ascontiguousarray(prob.weight, dtype=np.float64)
         self.LT = aligned_zeros((JK, KP))  # padded lanes stay 0
@@ -283,6 +290,11 @@ class _FusedKernel:
         self.no_ll = np.empty(0)
         self.no_N = np.empty((0, KP))
         compile_for(fused.em_iteration, *self._args(0, np.zeros(KP), self.no_T, self.N[0]))
+        self.J = prob.J
+        self._add: tuple[MapPrior, np.ndarray] | None = None  # (prior, its pseudo-counts in the padded layout)
+        if kind == "dawid_skene":
+            theta, empty = np.empty((prob.J, prob.K, prob.K)), np.empty((prob.J, prob.K), dtype=bool)
+            compile_for(fused.dawid_skene_theta, self.N[0], self.no_N, theta, empty)
 
     def m_step_sums(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``n_k`` (K,) and the expected counts (J*K, K) (a view) from class probabilities ``T``."""
@@ -303,9 +315,45 @@ class _FusedKernel:
         run_kernel(f.majority_sums, *self.csr, rating, self.known, self.weight, K, self.N[0], self.n_k[0])
         return self.n_k[0][:K].copy(), self.N[0][:, :K]
 
+    def m_step(
+        self,
+        sums: tuple[np.ndarray, np.ndarray],
+        kind: str | NumericMStep,
+        prior: MapPrior | None,
+        theta_prev: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`m_step_from_counts` of ``sums`` (``n_k`` and a view of this kernel's first count table).
+
+        The Dawid-Skene model's error matrices come from one compiled pass over the padded
+        table (:func:`pyrater.inference.em.kernel.dawid_skene_theta`, the same numbers to
+        rounding); the other kinds go through :func:`m_step_from_counts`.
+        """
+        n_k, N_flat = sums
+        if kind != "dawid_skene" or not np.may_share_memory(N_flat, self.N[0]):
+            return m_step_from_counts(n_k, N_flat, self.J, self.K, kind, prior, theta_prev)
+        if prior is not None:
+            n_k = n_k + (prior.alpha - 1.0)
+        pi = n_k / n_k.sum() if n_k.sum() > 0 else np.full(self.K, 1.0 / self.K)
+        theta = np.empty((self.J, self.K, self.K))
+        empty = np.empty((self.J, self.K), dtype=bool)
+        self.fused.dawid_skene_theta(self.N[0], self._pseudo_counts(prior), theta, empty)
+        return pi, theta, empty
+
+    def _pseudo_counts(self, prior: MapPrior | None) -> np.ndarray:
+        """``beta - 1`` of a Dawid-Skene MAP prior in the padded layout of the count table (empty for ML)."""
+        if prior is None:
+            return self.no_N
+        if self._add is None or self._add[0] is not prior:
+            assert prior.beta is not None
+            J, K = self.J, self.K
+            add = aligned_zeros((J * K, self.fused.KP))
+            add[:, :K] = np.broadcast_to(prior.beta - 1.0, (J, K, K)).transpose(0, 2, 1).reshape(J * K, K)
+            self._add = (prior, add)
+        return self._add[1]
+
     def _args(self, t: int, log_pi: np.ndarray, T: np.ndarray, N: np.ndarray) -> tuple:
         return (
-            *self.csr,
+            *self.em_csr,
             self.LT,
             log_pi,
             self.known,
@@ -378,11 +426,11 @@ def _run_fused(
     settled, :class:`Convergence` rule 3) and by the pass of iteration
     ``max_iter``; so the run ends with the class probabilities at its estimate.
     """
-    kern = _FusedKernel(fused, prob, n_threads)
+    kern = _FusedKernel(fused, prob, n_threads, kind)
     prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     T = np.ascontiguousarray(T, dtype=np.float64)
     sums = kern.majority_sums() if majority_start else kern.m_step_sums(T)
-    pi, theta, empty = m_step_from_counts(*sums, prob.J, prob.K, kind, prior)
+    pi, theta, empty = kern.m_step(sums, kind, prior)
     trace: list[float] = []
     converged = False
     conv = Convergence(tol, param_tol)
@@ -396,7 +444,7 @@ def _run_fused(
                 return (ll_ if prior is None else ll_ + prior.log_density(pi_, theta_)), (n_k_, N_)
 
             def update(sums: tuple[Any, Any], theta_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
-                return m_step_from_counts(sums[0], sums[1], prob.J, prob.K, kind, prior, theta_prev)
+                return kern.m_step(sums, kind, prior, theta_prev)
 
             pi, theta, empty, sq = squarem(
                 evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
@@ -421,7 +469,7 @@ def _run_fused(
                 conv.reset_classes()
             if not last:
                 assert n_k is not None and N_flat is not None  # this pass ran with counts=True
-                pi, theta, empty = m_step_from_counts(n_k, N_flat, prob.J, prob.K, kind, prior, theta)
+                pi, theta, empty = kern.m_step((n_k, N_flat), kind, prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
     sq_info["e_steps"] = done + len(trace) - kept

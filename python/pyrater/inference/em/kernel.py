@@ -17,7 +17,8 @@ the CSR counts: for each unit ``i``
 
 The M-step that turns ``N`` and ``n_k`` into ``pi`` and ``theta`` stays in
 :mod:`pyrater.inference.em.steps` (:func:`pyrater.inference.em.steps.m_step_from_counts`), shared with the
-scipy path.
+scipy path; for the Dawid-Skene model :func:`dawid_skene_theta` computes the same error matrices
+in one compiled pass over the padded ``N`` (no transposed copy), about half the M-step's time.
 
 Layout and speed
 ----------------
@@ -32,9 +33,11 @@ shared with the Gibbs sampler and the post-fit passes
 (:func:`pyrater.models._fused.exp_nonpos`) so that it vectorises too.  When all unit weights are 1 and
 no per-unit log-likelihood is asked for, ``log`` is not taken per unit but
 of the running product of the row sums ``s`` (each in ``[1, 8]``) whenever
-it exceeds ``2**900``.  Results agree with the scipy path to rounding (about
-1e-15 relative; very small class probabilities, whose logs are large, to
-about 1e-13); the tests check 1e-10 over whole fits.
+it exceeds ``2**900``.  When every stored count is 1 (each rater rates an item once, the
+usual crowd design) the caller passes an empty ``data`` and the gather and the scatter skip the
+counts' loads and multiplies (:func:`pyrater.models._fused.log_joint_block_ones`).  Results
+agree with the scipy path to rounding (about 1e-15 relative; very small class probabilities,
+whose logs are large, to about 1e-13); the tests check 1e-10 over whole fits.
 
 The units are processed in blocks of 64: first the log joints of the
 block (independent gathers that the CPU overlaps), then the log-sum-exps,
@@ -57,12 +60,13 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import PREFETCH_AHEAD, log_joint_block, prefetch_row
+from ...models._fused import PREFETCH_AHEAD, log_joint_block, log_joint_block_ones, prefetch_row
 from ...models._fused import exp_nonpos as _exp_nonpos
 
 __all__ = [
     "KP",
     "em_iteration",
+    "dawid_skene_theta",
     "expected_counts",
     "majority_sums",
     "occupied_key_buckets",
@@ -105,6 +109,27 @@ def _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):
         c += _u64(1)
 
 
+@numba.njit(inline="always", cache=True, fastmath={"contract"})
+def _scatter_unit_ones(indptr, indices, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):  # pragma: no cover - compiled
+    """:func:`_scatter_unit` when every stored count is 1: ``N[c, k] += t_k`` (no loads of the counts)."""
+    c = _u64(indptr[iu])
+    b = _u64(indptr[iu + _u64(1)])
+    nnz = _u64(indices.size)
+    while c < b:
+        if c + PREFETCH_AHEAD < nnz:
+            prefetch_row(N, indices[c + PREFETCH_AHEAD])
+        col = _u64(indices[c])
+        N[col, 0] += t0
+        N[col, 1] += t1
+        N[col, 2] += t2
+        N[col, 3] += t3
+        N[col, 4] += t4
+        N[col, 5] += t5
+        N[col, 6] += t6
+        N[col, 7] += t7
+        c += _u64(1)
+
+
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
 def em_iteration(
     indptr, indices, data, LT, log_pi, known, weight, lo, hi, K, T, ll_units, N, n_k
@@ -114,7 +139,8 @@ def em_iteration(
     Parameters
     ----------
     indptr, indices, data : arrays
-        The CSR count matrix (``data`` float64).
+        The CSR count matrix (``data`` float64); ``data`` empty means every stored count
+        is 1, which skips their loads and multiplies in the gather and the scatter.
     LT : float64 array (J*K, KP)
         ``LT[j*K + l, k] = log theta[j, k, l]``, lanes ``k >= K`` zero
         (:func:`pad_log_theta`).
@@ -144,6 +170,7 @@ def em_iteration(
         ``sum_i w_i ll_i`` over the units processed.
     """
     ninf = -np.inf
+    ones = data.size == 0 and indices.size > 0  # every stored count is 1
     weighted = weight.size > 0
     write_T = T.size > 0
     write_ll = ll_units.size > 0
@@ -158,7 +185,10 @@ def em_iteration(
     for blo in range(lo, hi, _BLOCK):
         bhi = min(blo + _BLOCK, hi)
         # 1. log joint of each unit (the units of a block are independent: their gathers overlap)
-        log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
+        if ones:
+            log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M)
+        else:
+            log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
         # 2. log-sum-exp, class probabilities, objective, class totals
         for i in range(blo, bhi):
             iu = _u64(i)
@@ -175,14 +205,15 @@ def em_iteration(
             s = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
             if not m > ninf:  # no finite log joint (or NaN): NaN, as in the scipy path
                 s = np.nan
-            t0 = e0 / s
-            t1 = e1 / s
-            t2 = e2 / s
-            t3 = e3 / s
-            t4 = e4 / s
-            t5 = e5 / s
-            t6 = e6 / s
-            t7 = e7 / s
+            q = 1.0 / s  # one division, eight multiplies
+            t0 = e0 * q
+            t1 = e1 * q
+            t2 = e2 * q
+            t3 = e3 * q
+            t4 = e4 * q
+            t5 = e5 * q
+            t6 = e6 * q
+            t7 = e7 * q
             if write_T:
                 T[iu, 0] = t0
                 if K > 1:
@@ -239,7 +270,20 @@ def em_iteration(
                 X[r, 6] = t6
                 X[r, 7] = t7
         # 3. the M-step's expected counts (the block's entries are still in cache)
-        if scatter:
+        if scatter and ones:
+            for i in range(blo, bhi):
+                iu = _u64(i)
+                r = _u64(i - blo)
+                t0 = X[r, 0]
+                t1 = X[r, 1]
+                t2 = X[r, 2]
+                t3 = X[r, 3]
+                t4 = X[r, 4]
+                t5 = X[r, 5]
+                t6 = X[r, 6]
+                t7 = X[r, 7]
+                _scatter_unit_ones(indptr, indices, iu, N, t0, t1, t2, t3, t4, t5, t6, t7)
+        elif scatter:
             for i in range(blo, bhi):
                 iu = _u64(i)
                 r = _u64(i - blo)
@@ -458,6 +502,52 @@ def vote_shares(indptr, indices, data, out):  # pragma: no cover - compiled
             for k in range(K):
                 out[iu, k] = 1.0 / K
     return out
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"contract"})
+def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
+    """The Dawid-Skene M-step's error matrices from the fused pass's expected counts, in one pass.
+
+    ``theta[j, k, l] = (N[j*K + l, k] + add[j, k, l]) / sum_l (...)``, a row without any
+    (prior-augmented) count uniform and flagged in ``empty[j, k]``: the numbers of
+    :func:`pyrater.inference.em.steps.m_step_from_counts` for ``"dawid_skene"`` (to rounding),
+    read straight from the padded layout (no transposed copy of the counts); the row sums
+    of a rater are one eight-lane sum over its ``K`` rows.
+
+    Parameters
+    ----------
+    N : float64 array (J*K, KP)
+        Expected counts, lanes ``k < K`` used (lanes ``k >= K`` hold 0).
+    add : float64 array (J*K, KP) or empty
+        The MAP pseudo-counts ``beta - 1`` in the layout of ``N`` (lanes ``k >= K`` 0):
+        ``add[j*K + l, k] = beta[j, k, l] - 1``; empty for maximum likelihood.
+    theta : float64 array (J, K, K), empty : bool array (J, K)
+        Outputs.
+    """
+    J, K, _ = theta.shape
+    has_add = add.size > 0
+    uniform = 1.0 / K
+    tot = np.empty(KP)
+    row = np.empty(KP)
+    for j in range(J):
+        base = j * K
+        for k in range(KP):
+            tot[k] = 0.0
+        for l in range(K):
+            for k in range(KP):
+                tot[k] += N[base + l, k] + add[base + l, k] if has_add else N[base + l, k]
+        for k in range(KP):
+            row[k] = 1.0 / tot[k] if tot[k] > 0 else 0.0
+        for l in range(K):
+            for k in range(K):
+                v = N[base + l, k] + add[base + l, k] if has_add else N[base + l, k]
+                theta[j, k, l] = v * row[k]
+        for k in range(K):
+            none = not tot[k] > 0
+            empty[j, k] = none
+            if none:
+                for l in range(K):
+                    theta[j, k, l] = uniform
 
 
 # ------------------------------------------------------------------ helpers (Python)

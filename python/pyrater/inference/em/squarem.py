@@ -171,7 +171,14 @@ def _rate_length(p0: Params, p1: Params, p2: Params) -> float:
 
 def _change(a: Params, b: Params) -> float:
     """Largest absolute change of pi and theta (probability scale), as in the stopping rule."""
-    return max(float(np.max(np.abs(a[0] - b[0]))), float(np.max(np.abs(a[1] - b[1]))))
+    return max(_max_abs_diff(a[0], b[0]), _max_abs_diff(a[1], b[1]))
+
+
+def _max_abs_diff(x: np.ndarray, y: np.ndarray) -> float:
+    """``max |x - y|`` with one temporary (``np.abs`` in place: a second large temporary costs fresh pages)."""
+    d = np.subtract(x, y)
+    np.abs(d, out=d)
+    return float(d.max())
 
 
 def squarem(

@@ -68,7 +68,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import exp_nonpos, log_joint_block
+from ...models._fused import exp_nonpos, log_joint_block, log_joint_block_ones
 
 __all__ = [
     "run_chain",
@@ -270,26 +270,40 @@ def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_
     ``ll_row`` empty: they are not written.
     """
     no_rb = np.empty((0, K))
-    return z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, no_rb)
+    ones = unit_counts(data)
+    return z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, no_rb, ones)
 
 
 @numba.njit(cache=True, nogil=True)
-def z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb):  # pragma: no cover
+def unit_counts(data):  # pragma: no cover - compiled
+    """Whether every stored count is 1 (one rating per item and rater; False without counts)."""
+    for c in range(data.size):
+        if data[c] != 1.0:
+            return False
+    return data.size > 0
+
+
+@numba.njit(cache=True, nogil=True)
+def z_pass_rb(
+    indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones
+):  # pragma: no cover - compiled
     """:func:`z_pass` that also adds each unit's class probabilities under the previous parameters to ``rb``.
 
     ``rb`` (I, K), or empty: ``rb[i, k] += P(z_i = k | y_i, pi, theta)``, the
     conditional class probabilities the z step computes anyway.  Summed over
     the kept draws they are the Rao-Blackwellised class probabilities, at
-    the cost of one addition per class and unit.
+    the cost of one addition per class and unit.  ``ones``: every stored count
+    is 1 (:func:`unit_counts`, decided once per chain), so the gather skips the
+    counts (:func:`pyrater.models._fused.log_joint_block_ones`).
     """
     if K <= KP:
-        return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb)
+        return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones)
     return _z_pass_plain(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
 def _z_pass_lanes(
-    indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb
+    indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones
 ):  # pragma: no cover - compiled
     """:func:`z_pass` for K <= 8: blocks of 64 units, exponentials on eight SIMD lanes."""
     I = indptr.size - 1
@@ -316,7 +330,10 @@ def _z_pass_lanes(
     for blo in range(0, I, _BLOCK):
         bhi = min(blo + _BLOCK, I)
         # 1. log joints of the block (independent gathers the CPU overlaps)
-        log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
+        if ones:
+            log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M)
+        else:
+            log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
         # 2. exponentials on eight lanes, and the normalisers
         for rr in range(bhi - blo):
             r = _u64(rr)
@@ -1099,6 +1116,7 @@ def run_chain(
     JK = N0.shape[0]
     J = JK // K
     I = indptr.size - 1
+    ones = unit_counts(data)  # every stored count 1: the z step's gather skips the counts
     Jt = theta_out.shape[1]
     pi = np.empty(K)
     theta = np.empty((Jt, K, K))
@@ -1152,7 +1170,9 @@ def run_chain(
                 mh_out[1] += st[1]
             _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k)
         else:
-            total = z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k, rb_row)
+            total = z_pass_rb(
+                indptr, indices, data, weight, known, log_pi, LT, K, rng, True, ll_row, N, n_k, rb_row, ones
+            )
         if prev >= 0:
             ll_total_out[prev] = total
         parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row)
@@ -1171,6 +1191,6 @@ def run_chain(
         log_theta_matrix(theta, J, K, LT)
         ll_row = ll_out[prev] if write_ll else empty_ll
         ll_total_out[prev] = z_pass_rb(
-            indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k, rb_out
+            indptr, indices, data, weight, known, log_pi, LT, K, rng, False, ll_row, N, n_k, rb_out, ones
         )
     mh_out[2] = scale
