@@ -182,6 +182,33 @@ def exp_nonpos(x):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", cache=True)
+def _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M):  # pragma: no cover - compiled
+    """Row ``r`` of a block: a known class keeps its own lane, then ``M[r] = max_k a_k``, ``X[r, k] = a_k - M[r]``."""
+    ninf = -np.inf
+    if has_known:
+        kk = known[iu]
+        if kk >= 0:
+            a0 = a0 if kk == 0 else ninf
+            a1 = a1 if kk == 1 else ninf
+            a2 = a2 if kk == 2 else ninf
+            a3 = a3 if kk == 3 else ninf
+            a4 = a4 if kk == 4 else ninf
+            a5 = a5 if kk == 5 else ninf
+            a6 = a6 if kk == 6 else ninf
+            a7 = a7 if kk == 7 else ninf
+    m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+    M[r] = m
+    X[r, 0] = a0 - m
+    X[r, 1] = a1 - m
+    X[r, 2] = a2 - m
+    X[r, 3] = a3 - m
+    X[r, 4] = a4 - m
+    X[r, 5] = a5 - m
+    X[r, 6] = a6 - m
+    X[r, 7] = a7 - m
+
+
+@numba.njit(inline="always", cache=True)
 def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
     """The log joints of units ``blo .. bhi - 1`` on eight lanes, each row minus its maximum.
 
@@ -206,7 +233,6 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
     X : float64 array (block, KP), M : float64 array (block,)
         Outputs.
     """
-    ninf = -np.inf
     has_known = known.size > 0
     nnz = _u64(indices.size)
     for i in range(blo, bhi):
@@ -236,27 +262,7 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
             a6 += v * LT[col, 6]
             a7 += v * LT[col, 7]
             c += _u64(1)
-        if has_known:
-            kk = known[iu]
-            if kk >= 0:
-                a0 = a0 if kk == 0 else ninf
-                a1 = a1 if kk == 1 else ninf
-                a2 = a2 if kk == 2 else ninf
-                a3 = a3 if kk == 3 else ninf
-                a4 = a4 if kk == 4 else ninf
-                a5 = a5 if kk == 5 else ninf
-                a6 = a6 if kk == 6 else ninf
-                a7 = a7 if kk == 7 else ninf
-        m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
-        M[r] = m
-        X[r, 0] = a0 - m
-        X[r, 1] = a1 - m
-        X[r, 2] = a2 - m
-        X[r, 3] = a3 - m
-        X[r, 4] = a4 - m
-        X[r, 5] = a5 - m
-        X[r, 6] = a6 - m
-        X[r, 7] = a7 - m
+        _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M)
 
 
 @numba.njit(inline="always", cache=True)
@@ -267,7 +273,6 @@ def log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M):  #
     iteration at 10^6 ratings).  A separate function, not a branch inside the gather loop, so
     that each loop keeps its vectorised form; callers choose once per pass.
     """
-    ninf = -np.inf
     has_known = known.size > 0
     nnz = _u64(indices.size)
     for i in range(blo, bhi):
@@ -296,27 +301,7 @@ def log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M):  #
             a6 += LT[col, 6]
             a7 += LT[col, 7]
             c += _u64(1)
-        if has_known:
-            kk = known[iu]
-            if kk >= 0:
-                a0 = a0 if kk == 0 else ninf
-                a1 = a1 if kk == 1 else ninf
-                a2 = a2 if kk == 2 else ninf
-                a3 = a3 if kk == 3 else ninf
-                a4 = a4 if kk == 4 else ninf
-                a5 = a5 if kk == 5 else ninf
-                a6 = a6 if kk == 6 else ninf
-                a7 = a7 if kk == 7 else ninf
-        m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
-        M[r] = m
-        X[r, 0] = a0 - m
-        X[r, 1] = a1 - m
-        X[r, 2] = a2 - m
-        X[r, 3] = a3 - m
-        X[r, 4] = a4 - m
-        X[r, 5] = a5 - m
-        X[r, 6] = a6 - m
-        X[r, 7] = a7 - m
+        _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M)
 
 
 # ------------------------------------------------------------- log tables (numpy)
