@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,6 +80,12 @@ class Block:
     def n_units(self) -> int:
         """Number of units (items) in this partition."""
         return len(self.items)
+
+    @cached_property
+    def unit_counts(self) -> bool:
+        """Whether every stored count is 1 (no rater rated an item twice): the compiled passes then skip the counts."""
+        data = self.counts.data
+        return bool(data.size) and bool(np.all(data == 1.0))
 
 
 # ------------------------------------------------------------ partition tasks (run on workers)

@@ -116,7 +116,7 @@ def _fused_pass(block: Block, p: Params, T: np.ndarray | None, counts: bool) -> 
     args = (
         c.indptr,
         c.indices,
-        c.data,
+        np.empty(0) if block.unit_counts else c.data,  # empty: the kernel's unit-count path
         p.LT,
         p.log_pi,
         known,

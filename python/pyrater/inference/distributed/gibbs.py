@@ -8,7 +8,7 @@ One sweep, for all chains at once:
 1. the chains' ``log pi`` and ``log theta`` go to the workers once
    (``client.scatter(..., broadcast=True)``);
 2. one task per partition runs the sampler's own z step
-   (:func:`pyrater.inference.gibbs.kernel.z_pass`) for each chain over the
+   (:func:`pyrater.inference.gibbs.kernel.z_pass_rb`) for each chain over the
    partition's items and returns, per chain, the class totals, the
    class-by-rating counts and the marginal log-likelihood (under the
    previous parameters);
@@ -124,6 +124,7 @@ def partition_sweep(block: Block, index: int, p: ChainParams, seed: int, sweep: 
     n_k = np.zeros((C, K))
     ll = np.zeros(C)
     no_ll = np.empty(0)
+    no_rb = np.empty((0, K))
     for c in range(C):
         args = (
             indptr,
@@ -139,10 +140,12 @@ def partition_sweep(block: Block, index: int, p: ChainParams, seed: int, sweep: 
             no_ll,
             N[c],
             n_k[c],
+            no_rb,
+            block.unit_counts,  # every stored count 1: the gather skips the counts (decided once per partition)
         )
         # compiled (or loaded) with LLVM's SLP vectoriser on, as the in-memory sampler's run_chain
-        compile_for(_kern.z_pass, *args)
-        ll[c] = _kern.z_pass(*args)
+        compile_for(_kern.z_pass_rb, *args)
+        ll[c] = _kern.z_pass_rb(*args)
     return ll, n_k, N
 
 

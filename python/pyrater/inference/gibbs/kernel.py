@@ -72,7 +72,6 @@ from ...models._fused import exp_nonpos, log_joint_block, log_joint_block_ones
 
 __all__ = [
     "run_chain",
-    "z_pass",
     "parameter_step",
     "log_theta_matrix",
     "KP",
@@ -263,18 +262,6 @@ def _split(rng, st, e, s, w, K, m_i):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def z_pass(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k):  # pragma: no cover
-    """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
-
-    ``sample`` False: only the log-likelihoods (``ll_row``) are computed.
-    ``ll_row`` empty: they are not written.
-    """
-    no_rb = np.empty((0, K))
-    ones = unit_counts(data)
-    return z_pass_rb(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, no_rb, ones)
-
-
-@numba.njit(cache=True, nogil=True)
 def unit_counts(data):  # pragma: no cover - compiled
     """Whether every stored count is 1 (one rating per item and rater; False without counts)."""
     for c in range(data.size):
@@ -287,14 +274,16 @@ def unit_counts(data):  # pragma: no cover - compiled
 def z_pass_rb(
     indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones
 ):  # pragma: no cover - compiled
-    """:func:`z_pass` that also adds each unit's class probabilities under the previous parameters to ``rb``.
+    """Step 1 of a sweep over every unit; returns ``sum_i w_i log p(y_i)`` (previous parameters).
 
-    ``rb`` (I, K), or empty: ``rb[i, k] += P(z_i = k | y_i, pi, theta)``, the
-    conditional class probabilities the z step computes anyway.  Summed over
-    the kept draws they are the Rao-Blackwellised class probabilities, at
-    the cost of one addition per class and unit.  ``ones``: every stored count
-    is 1 (:func:`unit_counts`, decided once per chain), so the gather skips the
-    counts (:func:`pyrater.models._fused.log_joint_block_ones`).
+    ``sample`` False: only the log-likelihoods (``ll_row``) are computed;
+    ``ll_row`` empty: they are not written.  ``rb`` (I, K), or empty:
+    ``rb[i, k] += P(z_i = k | y_i, pi, theta)``, the conditional class
+    probabilities the z step computes anyway; summed over the kept draws they
+    are the Rao-Blackwellised class probabilities, at the cost of one addition
+    per class and unit.  ``ones``: every stored count is 1 (:func:`unit_counts`,
+    decided once per chain or partition), so the gather skips the counts
+    (:func:`pyrater.models._fused.log_joint_block_ones`).
     """
     if K <= KP:
         return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones)
@@ -305,7 +294,7 @@ def z_pass_rb(
 def _z_pass_lanes(
     indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones
 ):  # pragma: no cover - compiled
-    """:func:`z_pass` for K <= 8: blocks of 64 units, exponentials on eight SIMD lanes."""
+    """:func:`z_pass_rb` for K <= 8: blocks of 64 units, exponentials on eight SIMD lanes."""
     I = indptr.size - 1
     ninf = -np.inf
     has_known = known.size > 0
@@ -432,7 +421,7 @@ def _z_pass_lanes(
 def _z_pass_plain(
     indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb
 ):  # pragma: no cover - compiled
-    """:func:`z_pass` for K > 8: one unit at a time, a plain loop over the classes."""
+    """:func:`z_pass_rb` for K > 8: one unit at a time, a plain loop over the classes."""
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
