@@ -45,6 +45,7 @@ from .ratings import (
     _raise,
     _show,
 )
+from .rows import unit_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     import dask.dataframe as dd
@@ -84,8 +85,7 @@ class Block:
     @cached_property
     def unit_counts(self) -> bool:
         """Whether every stored count is 1 (no rater rated an item twice): the compiled passes then skip the counts."""
-        data = self.counts.data
-        return bool(data.size) and bool(np.all(data == 1.0))
+        return unit_counts(self.counts)
 
 
 # ------------------------------------------------------------ partition tasks (run on workers)

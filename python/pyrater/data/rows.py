@@ -13,7 +13,18 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-__all__ = ["compress_rows"]
+__all__ = ["compress_rows", "unit_counts"]
+
+
+def unit_counts(counts: sp.spmatrix) -> bool:
+    """Whether every stored count of a count matrix is 1 (no rater rated an item twice; False without counts).
+
+    The compiled passes over the counts then skip their loads and multiplies
+    (:func:`pyrater.models._fused.log_joint_block_ones`); callers decide it once per fit.
+    """
+    data = counts.data
+    return bool(data.size) and bool(np.all(data == 1.0))
+
 
 # rows per block when hashing count rows (bounds the temporary memory)
 _HASH_BLOCK_NNZ = 1 << 21

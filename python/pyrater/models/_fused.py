@@ -48,7 +48,7 @@ from numba.core import cgutils
 from numba.core import config as _numba_config
 from numba.extending import intrinsic
 
-__all__ = ["KP", "exp_nonpos", "draws_pass", "psis_loo_rows", "compile_for", "run", "log_tables"]
+__all__ = ["KP", "exp_nonpos", "class_probs_row", "draws_pass", "psis_loo_rows", "compile_for", "run", "log_tables"]
 
 #: lanes of the class axis (the kernels support K <= KP)
 KP = 8
@@ -179,6 +179,28 @@ def exp_nonpos(x):  # pragma: no cover - compiled
     s2 = _bits_to_float((ni - h + 1023) << 52)
     y = p * s1 * s2
     return y if x > _EXP_CUT else 0.0
+
+
+@numba.njit(inline="always", cache=True, fastmath={"contract"})
+def class_probs_row(X, r, m):  # pragma: no cover - compiled
+    """``(s, t_0 .. t_7)``: the row sum ``s = sum_k exp(X[r, k])`` and ``t_k = exp(X[r, k]) / s``.
+
+    ``X[r]`` holds a unit's log joint minus its maximum ``m``; ``s`` is NaN when ``m`` is not
+    finite (no finite log joint), as in the scipy path.  One division, eight multiplies.
+    """
+    e0 = exp_nonpos(X[r, 0])
+    e1 = exp_nonpos(X[r, 1])
+    e2 = exp_nonpos(X[r, 2])
+    e3 = exp_nonpos(X[r, 3])
+    e4 = exp_nonpos(X[r, 4])
+    e5 = exp_nonpos(X[r, 5])
+    e6 = exp_nonpos(X[r, 6])
+    e7 = exp_nonpos(X[r, 7])
+    s = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
+    if not m > -np.inf:
+        s = np.nan
+    q = 1.0 / s
+    return s, e0 * q, e1 * q, e2 * q, e3 * q, e4 * q, e5 * q, e6 * q, e7 * q
 
 
 @numba.njit(inline="always", cache=True)
@@ -355,7 +377,6 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
         Row and column offsets into ``ll``.
     """
     n = LT.shape[0]
-    ninf = -np.inf
     write_acc = acc.size > 0
     write_ll = ll.size > 0
     ones = data.size == 0 and indices.size > 0  # every stored count 1: log_joint_block_ones
@@ -375,27 +396,16 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
                     iu = _u64(i)
                     r = _u64(i - blo)
                     m = M[r]
-                    e0 = exp_nonpos(X[r, 0])
-                    e1 = exp_nonpos(X[r, 1])
-                    e2 = exp_nonpos(X[r, 2])
-                    e3 = exp_nonpos(X[r, 3])
-                    e4 = exp_nonpos(X[r, 4])
-                    e5 = exp_nonpos(X[r, 5])
-                    e6 = exp_nonpos(X[r, 6])
-                    e7 = exp_nonpos(X[r, 7])
-                    tot = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
-                    if not m > ninf:  # no finite log joint (or NaN): NaN, as the scipy path
-                        tot = np.nan
+                    tot, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
                     if write_acc:
-                        inv = 1.0 / tot
-                        acc[iu, 0] += e0 * inv
-                        acc[iu, 1] += e1 * inv
-                        acc[iu, 2] += e2 * inv
-                        acc[iu, 3] += e3 * inv
-                        acc[iu, 4] += e4 * inv
-                        acc[iu, 5] += e5 * inv
-                        acc[iu, 6] += e6 * inv
-                        acc[iu, 7] += e7 * inv
+                        acc[iu, 0] += t0
+                        acc[iu, 1] += t1
+                        acc[iu, 2] += t2
+                        acc[iu, 3] += t3
+                        acc[iu, 4] += t4
+                        acc[iu, 5] += t5
+                        acc[iu, 6] += t6
+                        acc[iu, 7] += t7
                     if write_ll:
                         ll[_u64(i - ll_lo), _u64(ll_s0 + s)] = m + math.log(tot)
 

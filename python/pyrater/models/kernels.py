@@ -46,6 +46,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
+from ..data.rows import unit_counts
+
 __all__ = [
     "log_theta_matrix",
     "log_joint",
@@ -201,9 +203,8 @@ class _Counts:
         self.shape = counts.shape
         self.indptr = np.ascontiguousarray(counts.indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(counts.indices)
-        data = np.ascontiguousarray(counts.data, dtype=np.float64)
         # empty when every stored count is 1: the compiled gather then skips the counts (its faster path)
-        self.data = np.empty(0) if data.size and bool(np.all(data == 1.0)) else data
+        self.data = np.empty(0) if unit_counts(counts) else np.ascontiguousarray(counts.data, dtype=np.float64)
         self.known = np.empty(0, np.int64) if known is None else np.ascontiguousarray(np.asarray(known), dtype=np.int64)
 
     def ranges(self, lo: int, hi: int, parts: int) -> list[tuple[int, int]]:

@@ -99,6 +99,7 @@ from ..._quiet import progress_bar
 from ..._stacklevel import user_stacklevel
 from ..._validation import check_int
 from ...data.ratings import RatingData, as_rating_data
+from ...data.rows import unit_counts
 from ...fits.em import EMFit
 from ...models import Model, get_model
 from ...models.base import PSEUDO_COUNTS, mode_priors
@@ -129,6 +130,7 @@ from .steps import (
     m_step_from_counts,
     map_prior,
     model_kind,
+    pi_from_counts,
 )
 
 __all__ = ["em", "EMFit", "EMConvergenceWarning"]
@@ -263,11 +265,10 @@ class _FusedKernel:
     releases the GIL) with its own expected-count matrix, summed afterwards.
     When every stored count is 1 the pass gets an empty ``data`` array (its
     faster path, see :func:`pyrater.inference.em.kernel.em_iteration`);
-    ``kind`` (the M-step's kind) compiles the Dawid-Skene M-step of
-    :meth:`m_step` up front.
+    ``kind`` is the M-step's (:meth:`m_step`).
     """
 
-    def __init__(self, fused: Any, prob: Problem, n_threads: int, kind: str | NumericMStep | None = None) -> None:
+    def __init__(self, fused: Any, prob: Problem, n_threads: int, kind: str | NumericMStep) -> None:
         c = prob.counts
         I, JK = c.shape
         KP = fused.KP
@@ -275,8 +276,7 @@ class _FusedKernel:
         self.K = prob.K
         self.csr = (c.indptr, c.indices, c.data)
         # the fused pass's counts: empty when every stored count is 1 (its faster path), decided once per fit
-        all_ones = c.data.size > 0 and bool(np.all(c.data == 1.0))
-        self.em_csr = (c.indptr, c.indices, np.empty(0)) if all_ones else self.csr
+        self.em_csr = (c.indptr, c.indices, np.empty(0)) if unit_counts(c) else self.csr
         self.known = np.empty(0, np.int64) if prob.known is None else np.ascontiguousarray(prob.known, dtype=np.int64)
         self.weight = np.empty(0) if prob.unit_weights else np.ascontiguousarray(prob.weight, dtype=np.float64)
         self.LT = aligned_zeros((JK, KP))  # padded lanes stay 0
@@ -291,6 +291,7 @@ class _FusedKernel:
         self.no_N = np.empty((0, KP))
         compile_for(fused.em_iteration, *self._args(0, np.zeros(KP), self.no_T, self.N[0]))
         self.J = prob.J
+        self.kind = kind
         self._add: tuple[MapPrior, np.ndarray] | None = None  # (prior, its pseudo-counts in the padded layout)
         if kind == "dawid_skene":
             theta, empty = np.empty((prob.J, prob.K, prob.K)), np.empty((prob.J, prob.K), dtype=bool)
@@ -316,11 +317,7 @@ class _FusedKernel:
         return self.n_k[0][:K].copy(), self.N[0][:, :K]
 
     def m_step(
-        self,
-        sums: tuple[np.ndarray, np.ndarray],
-        kind: str | NumericMStep,
-        prior: MapPrior | None,
-        theta_prev: np.ndarray | None = None,
+        self, sums: tuple[np.ndarray, np.ndarray], prior: MapPrior | None, theta_prev: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`m_step_from_counts` of ``sums`` (``n_k`` and a view of this kernel's first count table).
 
@@ -329,11 +326,9 @@ class _FusedKernel:
         rounding); the other kinds go through :func:`m_step_from_counts`.
         """
         n_k, N_flat = sums
-        if kind != "dawid_skene" or not np.may_share_memory(N_flat, self.N[0]):
-            return m_step_from_counts(n_k, N_flat, self.J, self.K, kind, prior, theta_prev)
-        if prior is not None:
-            n_k = n_k + (prior.alpha - 1.0)
-        pi = n_k / n_k.sum() if n_k.sum() > 0 else np.full(self.K, 1.0 / self.K)
+        if self.kind != "dawid_skene" or not np.may_share_memory(N_flat, self.N[0]):
+            return m_step_from_counts(n_k, N_flat, self.J, self.K, self.kind, prior, theta_prev)
+        pi = pi_from_counts(n_k, prior)
         theta = np.empty((self.J, self.K, self.K))
         empty = np.empty((self.J, self.K), dtype=bool)
         self.fused.dawid_skene_theta(self.N[0], self._pseudo_counts(prior), theta, empty)
@@ -430,7 +425,7 @@ def _run_fused(
     prior = None if prior is None else prior.fresh()  # the pooled model's (m, s) start afresh in every run
     T = np.ascontiguousarray(T, dtype=np.float64)
     sums = kern.majority_sums() if majority_start else kern.m_step_sums(T)
-    pi, theta, empty = kern.m_step(sums, kind, prior)
+    pi, theta, empty = kern.m_step(sums, prior)
     trace: list[float] = []
     converged = False
     conv = Convergence(tol, param_tol)
@@ -444,7 +439,7 @@ def _run_fused(
                 return (ll_ if prior is None else ll_ + prior.log_density(pi_, theta_)), (n_k_, N_)
 
             def update(sums: tuple[Any, Any], theta_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
-                return kern.m_step(sums, kind, prior, theta_prev)
+                return kern.m_step(sums, prior, theta_prev)
 
             pi, theta, empty, sq = squarem(
                 evaluate, update, pi, theta, empty, max_iter - 1, tol, param_tol, trace, bar, str(kind)
@@ -469,7 +464,7 @@ def _run_fused(
                 conv.reset_classes()
             if not last:
                 assert n_k is not None and N_flat is not None  # this pass ran with counts=True
-                pi, theta, empty = kern.m_step((n_k, N_flat), kind, prior, theta)
+                pi, theta, empty = kern.m_step((n_k, N_flat), prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
     sq_info["e_steps"] = done + len(trace) - kept

@@ -64,8 +64,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import PREFETCH_AHEAD, log_joint_block, log_joint_block_ones, prefetch_row
-from ...models._fused import exp_nonpos as _exp_nonpos
+from ...models._fused import PREFETCH_AHEAD, class_probs_row, log_joint_block, log_joint_block_ones, prefetch_row
 
 __all__ = [
     "KP",
@@ -135,28 +134,6 @@ def _scatter_unit_ones(indptr, indices, iu, N, t0, t1, t2, t3, t4, t5, t6, t7): 
 
 
 @numba.njit(inline="always", cache=True, fastmath={"contract"})
-def _class_probs_row(X, r, m):  # pragma: no cover - compiled
-    """``(s, t_0 .. t_7)``: the row sum ``s = sum_k exp(X[r, k])`` and ``t_k = exp(X[r, k]) / s``.
-
-    ``X[r]`` holds a unit's log joint minus its maximum ``m``; ``s`` is NaN when ``m`` is not
-    finite (no finite log joint), as in the scipy path.  One division, eight multiplies.
-    """
-    e0 = _exp_nonpos(X[r, 0])
-    e1 = _exp_nonpos(X[r, 1])
-    e2 = _exp_nonpos(X[r, 2])
-    e3 = _exp_nonpos(X[r, 3])
-    e4 = _exp_nonpos(X[r, 4])
-    e5 = _exp_nonpos(X[r, 5])
-    e6 = _exp_nonpos(X[r, 6])
-    e7 = _exp_nonpos(X[r, 7])
-    s = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
-    if not m > -np.inf:
-        s = np.nan
-    q = 1.0 / s
-    return s, e0 * q, e1 * q, e2 * q, e3 * q, e4 * q, e5 * q, e6 * q, e7 * q
-
-
-@numba.njit(inline="always", cache=True, fastmath={"contract"})
 def _scatter_block(indptr, indices, data, ones, blo, bhi, X, N):  # pragma: no cover - compiled
     """The M-step's scatter of units ``blo .. bhi - 1``, their (weighted) class probabilities in ``X``."""
     if ones:
@@ -197,7 +174,7 @@ def _em_plain(indptr, indices, data, LT, log_pi, known, lo, hi, N, n_k):  # prag
         for i in range(blo, bhi):
             r = _u64(i - blo)
             m = M[r]
-            s, t0, t1, t2, t3, t4, t5, t6, t7 = _class_probs_row(X, r, m)
+            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
             total += m
             prod *= s
             if prod > _BIG:
@@ -297,7 +274,7 @@ def em_iteration(
             iu = _u64(i)
             r = _u64(i - blo)
             m = M[r]
-            s, t0, t1, t2, t3, t4, t5, t6, t7 = _class_probs_row(X, r, m)
+            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
             if write_T:
                 T[iu, 0] = t0
                 if K > 1:

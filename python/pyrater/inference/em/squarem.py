@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from .convergence import max_abs_diff
+
 __all__ = ["ACCELERATED_KINDS", "STEP_MAX", "SquaremStats", "restore_structure", "squarem"]
 
 #: the conjugate structures whose M-step is a function of the class probabilities alone and whose
@@ -171,14 +173,7 @@ def _rate_length(p0: Params, p1: Params, p2: Params) -> float:
 
 def _change(a: Params, b: Params) -> float:
     """Largest absolute change of pi and theta (probability scale), as in the stopping rule."""
-    return max(_max_abs_diff(a[0], b[0]), _max_abs_diff(a[1], b[1]))
-
-
-def _max_abs_diff(x: np.ndarray, y: np.ndarray) -> float:
-    """``max |x - y|`` with one temporary (``np.abs`` in place: a second large temporary costs fresh pages)."""
-    d = np.subtract(x, y)
-    np.abs(d, out=d)
-    return float(d.max())
+    return max(max_abs_diff(a[0], b[0]), max_abs_diff(a[1], b[1]))
 
 
 def squarem(

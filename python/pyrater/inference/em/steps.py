@@ -38,6 +38,7 @@ __all__ = [
     "Problem",
     "MapPrior",
     "map_prior",
+    "pi_from_counts",
     "model_kind",
     "NumericMStep",
     "e_step",
@@ -474,6 +475,13 @@ def expected_counts(prob: Problem, T: np.ndarray, wT: np.ndarray | None) -> tupl
     return n_k, np.asarray(prob.counts.T @ src)
 
 
+def pi_from_counts(n_k: np.ndarray, prior: MapPrior | None) -> np.ndarray:
+    """The M-step's prevalence (K,) from the class totals ``n_k`` (K,): normalised, MAP pseudo-counts added."""
+    if prior is not None:
+        n_k = n_k + (prior.alpha - 1.0)
+    return _normalise(n_k)[0]
+
+
 def m_step_from_counts(
     n_k: np.ndarray,
     N_flat: np.ndarray,
@@ -502,9 +510,7 @@ def m_step_from_counts(
         iteration a generalised EM step.  Unused by the other kinds.
     """
     N = np.reshape(N_flat, (J, K, K)).transpose(0, 2, 1)  # (J, k, l)
-    if prior is not None:
-        n_k = n_k + (prior.alpha - 1.0)
-    pi, _ = _normalise(n_k)
+    pi = pi_from_counts(n_k, prior)
     if isinstance(kind, NumericMStep):
         theta, empty = kind(N)
     elif kind == "pooled":  # ECM: theta given (m, s) (Dirichlet(1 + s m): add s m), then (m, s) given theta
