@@ -86,7 +86,7 @@ def em_per_iteration(data, model: str, family: str, iters: int) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
         fit = pyrater.em(
-            data, _model(model, family), method=FAMILIES[family][1], init="majority", tol=0.0, param_tol=0.0, max_iter=iters,
+            data, _model(model, family), method=FAMILIES[family][1], init="majority", acceleration="none", tol=0.0, param_tol=0.0, max_iter=iters,
             backend="numba", n_threads=1, progress=False,
         )  # fmt: skip
     assert fit.n_iter == iters, fit.n_iter

@@ -351,6 +351,26 @@ def test_the_compiled_dawid_skene_m_step_equals_the_numpy_one(prior):
     np.testing.assert_allclose(theta.sum(-1), 1.0, rtol=1e-14)
 
 
+def test_the_compiled_m_step_takes_a_row_whose_total_is_subnormal_as_numpy_does():
+    # maximum likelihood: rater 1's items are almost surely of class 0, so its class-1 row holds a
+    # subnormal expected count; its reciprocal overflows (0 * inf was NaN, and EM then failed)
+    from pyrater.inference.em.steps import m_step_from_counts
+
+    J, K = 2, 3
+    N = _numba.aligned_zeros((J * K, _fused.KP))
+    N[:K, :K] = [[5.0, 1.0, 0.5], [1.0, 4.0, 0.5], [0.0, 1.0, 3.0]]
+    N[K:, 0] = [6.0, 2.0, 1.0]
+    N[K, 1] = 5e-324  # the smallest subnormal: rater 1, rating 0, class 1; ratings 1 and 2 add exactly 0
+    n_k = N[:, :K].sum(0)
+    pi_ref, theta_ref, empty_ref = m_step_from_counts(n_k, N[:, :K], J, K, "dawid_skene", None)
+    theta, empty = np.empty((J, K, K)), np.empty((J, K), dtype=bool)
+    _numba.run(_fused.dawid_skene_theta, N, np.empty((0, _fused.KP)), theta, empty)
+    assert np.isfinite(theta).all()
+    np.testing.assert_array_equal(theta[1, 1], [1.0, 0.0, 0.0])  # all of that row's (tiny) count on rating 0
+    np.testing.assert_allclose(theta, theta_ref, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(empty, empty_ref)
+
+
 def test_kernel_rows_without_a_finite_log_joint_are_nan_like_the_scipy_path():
     # rater 0 never says 1 under either class, but unit 0 has that rating
     data = RatingData.from_codes(np.array([0, 1, 1]), np.array([0, 0, 1]), np.array([1, 0, 0]), n_categories=2)

@@ -549,7 +549,10 @@ def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
     (prior-augmented) count uniform and flagged in ``empty[j, k]``: the numbers of
     :func:`pyrater.inference.em.steps.m_step_from_counts` for ``"dawid_skene"`` (to rounding),
     read straight from the padded layout (no transposed copy of the counts); the row sums
-    of a rater are one eight-lane sum over its ``K`` rows.
+    of a rater are one eight-lane sum over its ``K`` rows.  Each entry is divided by its
+    row's total, not multiplied by the total's reciprocal: maximum likelihood can leave a
+    row with a subnormal total (its rater's items almost surely of other classes), whose
+    reciprocal overflows to infinity (``0 * inf`` is NaN).
 
     Parameters
     ----------
@@ -574,11 +577,11 @@ def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
             for k in range(KP):
                 tot[k] += N[base + l, k] + add[base + l, k] if has_add else N[base + l, k]
         for k in range(KP):
-            row[k] = 1.0 / tot[k] if tot[k] > 0 else 0.0
+            row[k] = tot[k] if tot[k] > 0 else 1.0
         for l in range(K):
             for k in range(K):
                 v = N[base + l, k] + add[base + l, k] if has_add else N[base + l, k]
-                theta[j, k, l] = v * row[k]
+                theta[j, k, l] = v / row[k]
         for k in range(K):
             none = not tot[k] > 0
             empty[j, k] = none
