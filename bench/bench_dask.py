@@ -128,11 +128,11 @@ def worker_memory(path: Path, iters: int, gibbs_sweeps: int = 0) -> dict:
     t_build = time.perf_counter() - t0 - t_read
     # load the numba kernels once (a one-off per process, like an import)
     tiny = pyrater.simulate("dawid_skene", n_items=50, n_raters=3, n_categories=K, seed=1).data
-    pyrater.em(tiny, backend="numba", max_iter=2, tol=0)
+    pyrater.em(tiny, backend="numba", max_iter=2, tol=0, method="ml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t1 = time.perf_counter()
-        fit = pyrater.em(data, backend="numba", compress=False, max_iter=iters, tol=0)
+        fit = pyrater.em(data, backend="numba", compress=False, max_iter=iters, tol=0, method="ml")
         t_fit = time.perf_counter() - t1
     # one fused pass (E-step + expected counts), as the EM loop calls it
     prob = em_mod._Problem(
@@ -220,7 +220,7 @@ def worker_dask(path: Path, iters: int, workers: int, partition_ratings: float, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t1 = time.perf_counter()
-            fit = distributed_em(data, backend="numba", max_iter=iters, tol=0)
+            fit = distributed_em(data, backend="numba", max_iter=iters, tol=0, method="ml")
             t_fit = time.perf_counter() - t1
         gibbs = {}
         if gibbs_sweeps:
@@ -283,8 +283,8 @@ def worker_latency(iters: int, partitions: list[int]) -> dict:
             data = pyrater.DistributedRatingData.from_dask(ddf, npartitions=p)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                distributed_em(data, max_iter=2, tol=0)  # warm-up
-                fit = distributed_em(data, max_iter=iters, tol=0)
+                distributed_em(data, max_iter=2, tol=0, method="ml")  # warm-up
+                fit = distributed_em(data, max_iter=iters, tol=0, method="ml")
             out[p] = float(np.median(fit.timings["iterations"]))
     slope, intercept = np.polyfit(list(out), list(out.values()), 1)
     return {

@@ -215,7 +215,7 @@ def sweep_vs_em(n_ratings: int, per_item: int = 5, sweeps: int = 40, iters: int 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         gibbs(data, chains=1, warmup=0, draws=2, seed=1, log_lik=False, progress=False)
-        pyrater.em(data, max_iter=2, tol=0, n_threads=1, init="majority")
+        pyrater.em(data, max_iter=2, tol=0, n_threads=1, init="majority", method="ml")
         rows = []
         for _ in range(repeats):
             c0 = time.process_time()
@@ -223,9 +223,9 @@ def sweep_vs_em(n_ratings: int, per_item: int = 5, sweeps: int = 40, iters: int 
             c1 = time.process_time()
             gibbs(data, chains=1, warmup=0, draws=1, seed=1, log_lik=False, n_threads=1, progress=False)
             c2 = time.process_time()
-            pyrater.em(data, max_iter=iters + 1, tol=0, n_threads=1, init="majority")
+            pyrater.em(data, max_iter=iters + 1, tol=0, n_threads=1, init="majority", method="ml")
             c3 = time.process_time()
-            pyrater.em(data, max_iter=1, tol=0, n_threads=1, init="majority")
+            pyrater.em(data, max_iter=1, tol=0, n_threads=1, init="majority", method="ml")
             c4 = time.process_time()
             sweep = ((c1 - c0) - (c2 - c1)) / (sweeps - 1)
             it = ((c3 - c2) - (c4 - c3)) / iters

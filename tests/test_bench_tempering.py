@@ -19,14 +19,14 @@ loo_rating_log_score = tempering.loo_rating_log_score
 
 def test_power_one_reproduces_the_em_class_probabilities():
     sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=4, n_categories=3, seed=11)
-    fit = pyrater.em(sim.data)
+    fit = pyrater.em(sim.data, method="ml")
     t = tempered_class_probabilities(fit, power=1.0)
     np.testing.assert_allclose(t.probabilities.to_numpy(), fit.class_probabilities().to_numpy(), atol=1e-8)
 
 
 def test_tempering_power_is_near_one_for_independent_raters_and_below_for_shared_mistakes():
     sim = pyrater.simulate("dawid_skene", n_items=600, n_raters=6, n_categories=3, seed=2)
-    assert 0.85 < tempered_class_probabilities(pyrater.em(sim.data)).power < 1.2
+    assert 0.85 < tempered_class_probabilities(pyrater.em(sim.data, method="ml")).power < 1.2
     # a third of the items are hard: raters share one wrong class, so ratings are correlated given the class
     rng = np.random.default_rng(5)
     I, J, K = 600, 6, 3
@@ -37,7 +37,7 @@ def test_tempering_power_is_near_one_for_independent_raters_and_below_for_shared
     u = rng.random((I, J))
     y = np.where(hard[:, None], np.where(u < 0.55, decoy[:, None], z[:, None]), np.where(u < 0.8, z[:, None], noise))
     df = pd.DataFrame({"item": np.repeat(np.arange(I), J), "rater": np.tile(np.arange(J), I), "rating": y.ravel()})
-    fit = pyrater.em(df)
+    fit = pyrater.em(df, method="ml")
     t = tempered_class_probabilities(fit)
     assert t.power < 0.75 and t.log_score > t.log_score_untempered
     truth = pd.Series(z, index=np.arange(I))

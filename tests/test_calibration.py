@@ -44,7 +44,7 @@ def distorted(n: int, K: int, power: float, seed: int, bias: np.ndarray | None =
 @pytest.fixture(scope="module")
 def sim_fit():
     sim = pyrater.simulate("dawid_skene", n_items=300, n_raters=4, n_categories=3, seed=11)
-    fit = pyrater.em(sim.data)
+    fit = pyrater.em(sim.data, method="ml")
     gold = pd.Series(sim.data.categories.to_numpy()[sim.z[:80]], index=sim.data.unit_labels[:80], name="truth")
     return sim, fit, gold
 

@@ -133,7 +133,7 @@ def test_compare_refuses_different_data_and_point_fits(anesthesia_fit, anesthesi
         other = pyrater.fit(df[df["item"] != 45], chains=1, warmup=100, draws=100, seed=1, progress=False)
     with pytest.raises(ValueError, match="different data"):
         compare({"a": anesthesia_fit, "b": other})
-    point = pyrater.em(df)
+    point = pyrater.em(df, method="ml")
     with pytest.raises(NotImplementedError, match="draws"):
         loo(point)
     with pytest.raises(ValueError, match="at least two"):
@@ -190,4 +190,4 @@ def test_trace_and_rank_plots(anesthesia_fit, anesthesia_path):
     fig = plots.plot_rank(anesthesia_fit, var_names=["pi"])
     assert len([a for a in fig.axes if a.get_visible()]) == 4  # one rank panel per category
     with pytest.raises(NotImplementedError, match="MCMC"):
-        plots.plot_trace(pyrater.em(pd.read_csv(anesthesia_path)))
+        plots.plot_trace(pyrater.em(pd.read_csv(anesthesia_path), method="ml"))

@@ -58,7 +58,7 @@ def test_example_data_has_labels_repeats_and_known_truth():
     assert set(df["rating"]) <= set(EXAMPLE_CATEGORIES)
     sim = example_simulation()
     # the EM recovers the simulated classes of the example well
-    z = pyrater.em(data).point_estimate("z")
+    z = pyrater.em(data, method="ml").point_estimate("z")
     truth = np.asarray(EXAMPLE_CATEGORIES)[sim.z]
     assert (z.to_numpy() == truth).mean() > 0.85
     pd.testing.assert_frame_equal(example_ratings(), df)  # seeded
@@ -369,7 +369,7 @@ def test_plot_raters_pages_or_summarises():
     from pyrater.plots import plot_raters
 
     sim = pyrater.simulate_dawid_skene(n_items=200, n_raters=30, n_categories=3, raters_per_item=4, seed=2)
-    fit = pyrater.em(sim.data)
+    fit = pyrater.em(sim.data, method="ml")
     fig = plot_raters(fit)  # more raters than max_panels: one summary panel
     assert len(fig.axes) == 1 and "accuracy" in fig.axes[0].get_title()
     w, h = fig.get_size_inches()

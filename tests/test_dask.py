@@ -70,6 +70,7 @@ def _in_memory(df: pd.DataFrame, **kw) -> pyrater.EMFit:
     """
     kw.setdefault("init", "majority")
     kw.setdefault("acceleration", "none")
+    kw.setdefault("method", "ml")
     data = pyrater.RatingData.from_long(df, **COLS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
@@ -77,6 +78,7 @@ def _in_memory(df: pd.DataFrame, **kw) -> pyrater.EMFit:
 
 
 def _distributed(data, **kw) -> DistributedEMFit:
+    kw.setdefault("method", "ml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
         return pyrater.em(data, **kw)
@@ -230,7 +232,7 @@ def test_integer_labels_and_summary_and_save(client, tmp_path):
     dist = _distributed(dd.from_pandas(df, npartitions=2), max_iter=10)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
-        mem = pyrater.em(df, max_iter=10, init="majority", acceleration="none")
+        mem = pyrater.em(df, max_iter=10, init="majority", acceleration="none", method="ml")
     np.testing.assert_allclose(dist.theta, mem.theta, atol=TOL)
     pd.testing.assert_series_equal(dist.point_estimate("pi"), mem.point_estimate("pi"), atol=TOL)
     probs = dist.class_probabilities().compute()
@@ -257,17 +259,17 @@ def test_bad_input_is_refused_before_the_shuffle(client):
         DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=2), **COLS, categories=["a", "b"])
     data = DistributedRatingData.from_dask(dd.from_pandas(df, npartitions=2), **COLS)
     with pytest.raises(RatingDataError, match="known-class item 'nope' not found"):
-        distributed_em(data, known={"t1": "a", "nope": "b"})
+        distributed_em(data, known={"t1": "a", "nope": "b"}, method="ml")
     with pytest.raises(RatingDataError, match="known class 'q' not among"):
-        distributed_em(data, known={"t1": "q"})
+        distributed_em(data, known={"t1": "q"}, method="ml")
     with pytest.raises(ValueError, match="init='majority'"):
-        pyrater.em(data, init="random")
+        pyrater.em(data, init="random", method="ml")
     with pytest.raises(ValueError, match="n_restarts=0"):
-        pyrater.em(data, n_restarts=2)
+        pyrater.em(data, n_restarts=2, method="ml")
     with pytest.raises(ValueError, match="pi_moves is not available for distributed data"):
         pyrater.fit(data, method="gibbs", pi_moves=3)
     with pytest.raises(ValueError, match="data_format='long'"):
-        pyrater.em(data, data_format="wide")
+        pyrater.em(data, data_format="wide", method="ml")
 
 
 def test_no_client_is_an_error_naming_what_to_do(client, monkeypatch):
@@ -331,7 +333,7 @@ def test_a_worker_killed_mid_fit_is_recovered(client):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
-        dist = distributed_em(data, max_iter=12, callback=kill_one_worker)
+        dist = distributed_em(data, max_iter=12, callback=kill_one_worker, method="ml")
     assert killed and killed[0] not in client.scheduler_info()["workers"]
     mem = _in_memory(df, max_iter=12)
     _assert_same_fit(dist, mem)

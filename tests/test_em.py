@@ -102,7 +102,7 @@ def caries_grouped() -> RatingData:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_em_recovers_simulated_truth(variant):
     sim = _simulate(variant, n_items=3000, seed=11)
-    fit = em(sim.data, model=variant)
+    fit = em(sim.data, model=variant, method="ml")
     assert isinstance(fit, EMFit) and fit.method == "em_ml"
     assert fit.converged
     np.testing.assert_allclose(fit.pi, sim.pi, atol=0.03)
@@ -123,11 +123,11 @@ def test_em_recovers_truth_incomplete_design_with_repeats(variant):
 
 def test_class_conditional_theta_has_its_structure():
     sim = _simulate("class_conditional", seed=3)
-    fit = em(sim.data, model="class_conditional")
+    fit = em(sim.data, model="class_conditional", method="ml")
     K = 3
     p = fit.theta[:, np.arange(K), np.arange(K)]
     np.testing.assert_allclose(fit.theta, class_conditional_theta(p), atol=1e-14)
-    fit_h = em(sim.data, model="homogeneous")
+    fit_h = em(sim.data, model="homogeneous", method="ml")
     assert np.ptp(fit_h.theta, axis=0).max() == 0.0
 
 
@@ -194,7 +194,7 @@ def test_em_equals_textbook_loops_on_tiny_example():
     n = np.zeros((5, 3, 2))
     for i, j, l in rows:
         n[i, j, l] += 1
-    fit = em(df, init="majority", tol=1e-13, max_iter=500, compress=False, acceleration="none")
+    fit = em(df, init="majority", tol=1e-13, max_iter=500, compress=False, acceleration="none", method="ml")
     pi, theta, T, trace = _textbook_em(n, fit.n_iter)
     np.testing.assert_allclose(fit.pi, pi, rtol=1e-10)
     np.testing.assert_allclose(fit.theta, theta, rtol=1e-10, atol=1e-13)
@@ -204,7 +204,7 @@ def test_em_equals_textbook_loops_on_tiny_example():
 
 
 def test_class_probs_agree_with_the_kernel(anesthesia):
-    fit = em(anesthesia, model="dawid_skene", known={1: 2, 5: 1})
+    fit = em(anesthesia, model="dawid_skene", known={1: 2, 5: 1}, method="ml")
     known = anesthesia.known_codes({1: 2, 5: 1})
     with np.errstate(divide="ignore"):
         lp, ll = class_log_posterior(anesthesia.counts, np.log(fit.pi), np.log(fit.theta), known)
@@ -218,9 +218,9 @@ def test_class_probs_agree_with_the_kernel(anesthesia):
 def test_grouped_and_long_paths_agree_on_caries(caries_grouped):
     long = RatingData.from_long(caries_grouped.to_long())
     assert long.n_units == caries_grouped.n_items
-    g = em(caries_grouped, tol=1e-12)
-    plain = em(long, tol=1e-12, compress=False)
-    packed = em(long, tol=1e-12, compress=True)
+    g = em(caries_grouped, tol=1e-12, method="ml")
+    plain = em(long, tol=1e-12, compress=False, method="ml")
+    packed = em(long, tol=1e-12, compress=True, method="ml")
     assert g.n_fitted_units == caries_grouped.n_units and plain.n_fitted_units == long.n_units
     assert packed.compressed and packed.n_fitted_units == caries_grouped.n_units
     for other in (plain, packed):
@@ -258,8 +258,8 @@ def test_user_init_array_is_averaged_within_compressed_groups():
     sim = simulate_dawid_skene(600, 3, pi=[0.6, 0.4], theta=np.array([[0.8, 0.2], [0.3, 0.7]]), seed=9)
     init = np.random.default_rng(0).dirichlet([1, 1], size=600)
     before = init.copy()
-    a = em(sim.data, init=init, compress=True)
-    b = em(sim.data, init=init, compress=False)
+    a = em(sim.data, init=init, compress=True, method="ml")
+    b = em(sim.data, init=init, compress=False, method="ml")
     np.testing.assert_array_equal(init, before)
     np.testing.assert_allclose(a.theta, b.theta, atol=1e-10)
     np.testing.assert_allclose(a.log_lik_trace, b.log_lik_trace, rtol=1e-12)
@@ -315,8 +315,8 @@ def test_known_items_clamped_and_improve_accuracy():
     idx = np.random.default_rng(1).choice(1500, size=300, replace=False)
     labs = sim.data.unit_labels[idx]
     known = dict(zip(labs, sim.data.categories[sim.z[idx]]))
-    free = em(sim.data, max_iter=20000)
-    semi = em(sim.data, known=known, max_iter=20000)
+    free = em(sim.data, max_iter=20000, method="ml")
+    semi = em(sim.data, known=known, max_iter=20000, method="ml")
     assert free.converged and semi.converged
     # clamped: exactly one-hot on the known class
     np.testing.assert_array_equal(semi.class_probs[idx], np.eye(K)[sim.z[idx]])
@@ -329,9 +329,9 @@ def test_known_items_clamped_and_improve_accuracy():
 
 def test_unknown_known_item_is_refused_before_fitting(anesthesia):
     with pytest.raises(ValueError, match="not found"):
-        em(anesthesia, known={"no such item": 1})
+        em(anesthesia, known={"no such item": 1}, method="ml")
     with pytest.raises(ValueError, match="not among the categories"):
-        em(anesthesia, known={1: 9})
+        em(anesthesia, known={1: 9}, method="ml")
 
 
 # ------------------------------------------------------------------ restarts
@@ -343,14 +343,16 @@ def test_restarts_keep_the_best_run():
     # a degenerate start (every item in class 1) is a fixed point of EM with pi = (1, 0, 0)
     stuck = np.zeros((sim.data.n_units, 3))
     stuck[:, 0] = 1.0
-    fit = em(sim.data, init=stuck, n_restarts=n_restarts, seed=seed, compress=False, tol=1e-10, max_iter=3000)
+    fit = em(
+        sim.data, init=stuck, n_restarts=n_restarts, seed=seed, compress=False, tol=1e-10, max_iter=3000, method="ml"
+    )
     assert fit.best_run > 0
     assert fit.restart_objectives[0] < fit.log_lik_trace[-1] - 50
     # redo every run by hand: the given start, then the same random starts
     rng = np.random.default_rng(seed)
     starts = [stuck] + [rng.dirichlet(np.ones(3), size=sim.data.n_units) for _ in range(n_restarts)]
     finals = np.array(
-        [em(sim.data, init=s, compress=False, tol=1e-10, max_iter=3000).log_lik_trace[-1] for s in starts]
+        [em(sim.data, init=s, compress=False, tol=1e-10, max_iter=3000, method="ml").log_lik_trace[-1] for s in starts]
     )
     np.testing.assert_allclose(fit.restart_objectives, finals, rtol=1e-12)
     # the kept run is the best up to the documented margin tol * |objective| (label-switched
@@ -358,14 +360,14 @@ def test_restarts_keep_the_best_run():
     assert fit.log_lik_trace[-1] == pytest.approx(finals[fit.best_run], rel=1e-12)
     assert fit.log_lik_trace[-1] >= finals.max() - 1e-10 * abs(finals.max())
     # the kept run's estimate is the one refitted from its start
-    best = em(sim.data, init=starts[fit.best_run], compress=False, tol=1e-10, max_iter=3000)
+    best = em(sim.data, init=starts[fit.best_run], compress=False, tol=1e-10, max_iter=3000, method="ml")
     np.testing.assert_allclose(fit.theta, best.theta, atol=1e-12)
 
 
 def test_restarts_are_reproducible_with_a_seed():
     sim = _simulate("class_conditional", n_items=200, n_raters=4, seed=1, raters_per_item=2)
-    a = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5)
-    b = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5)
+    a = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5, method="ml")
+    b = em(sim.data, model="class_conditional", init="random", n_restarts=2, seed=5, method="ml")
     np.testing.assert_array_equal(a.theta, b.theta)
     np.testing.assert_array_equal(a.restart_objectives, b.restart_objectives)
 
@@ -407,6 +409,21 @@ def test_map_uses_the_models_default_priors_and_is_a_fixed_point(anesthesia):
     np.testing.assert_allclose(fit.pi, a / a.sum(), atol=1e-8)
     ml = em(anesthesia, model="dawid_skene", method="ml")
     assert fit.log_lik < ml.log_lik  # ML maximises the likelihood
+
+
+def test_the_default_is_the_posterior_mode_that_fit_by_em_and_the_cli_give(anesthesia):
+    default = em(anesthesia, seed=1)
+    assert default.method == "em_map" and default.priors  # the model's default priors, not maximum likelihood
+    same = pyrater.fit(anesthesia, "dawid_skene", method="em", seed=1)
+    np.testing.assert_allclose(default.theta, same.theta, atol=1e-8)
+    np.testing.assert_allclose(default.pi, same.pi, atol=1e-8)
+    ml = em(anesthesia, method="ml", seed=1)
+    assert ml.method == "em_ml" and not ml.priors and ml.log_lik > default.log_lik
+    # the families without maximum likelihood fit by default (the ML default refused them)
+    sim = pyrater.simulate("pooled", 120, 8, n_categories=3, seed=2)
+    assert em(sim.data, "pooled").method == "em_map"
+    with pytest.raises(ValueError, match="method='ml' is not available for the pooled model"):
+        em(sim.data, "pooled", method="ml")
 
 
 def test_class_conditional_map_uses_beta_prior():
@@ -494,7 +511,7 @@ def test_anesthesia_ml_matches_published_estimates(anesthesia):
 
 
 def test_accessors_use_user_labels(anesthesia):
-    fit = em(anesthesia)
+    fit = em(anesthesia, method="ml")
     pi = fit.point_estimate("pi")
     assert list(pi.index) == list(anesthesia.categories)
     np.testing.assert_allclose(pi.to_numpy(), fit.pi)
@@ -518,7 +535,7 @@ def test_empty_theta_rows_are_uniform_and_flagged():
     rows += [(i, "c", 1) for i in range(5)]
     df = pd.DataFrame(rows, columns=["item", "rater", "rating"])
     data = RatingData.from_long(df)
-    fit = em(data, known={i: 1 for i in range(5)}, compress=False)
+    fit = em(data, known={i: 1 for i in range(5)}, compress=False, method="ml")
     c = list(data.rater_labels).index("c")
     assert np.all(np.isfinite(np.log(fit.theta[c, 1:])))
     np.testing.assert_allclose(fit.theta[c, 1:], 1 / 3)
@@ -555,7 +572,7 @@ def test_bad_arguments_are_refused(anesthesia, kwargs, match):
 
 def test_non_convergence_warns(anesthesia):
     with pytest.warns(EMConvergenceWarning, match="did not converge"):
-        fit = em(anesthesia, max_iter=3)
+        fit = em(anesthesia, max_iter=3, method="ml")
     assert fit.n_iter == 3 and not fit.converged
 
 
@@ -567,7 +584,7 @@ def test_inputs_not_modified():
     init_before = init.copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
-        fit = em(df, init=init, max_iter=20)
+        fit = em(df, init=init, max_iter=20, method="ml")
     pd.testing.assert_frame_equal(df, before)
     np.testing.assert_array_equal(init, init_before)
     assert fit.class_probs.shape == (200, 3)
@@ -599,7 +616,7 @@ def test_auto_compression_prefilter():
     many = simulate_dawid_skene(5000, 200, n_categories=5, raters_per_item=5, seed=4)
     assert _may_compress(few.data.counts)
     assert not _may_compress(many.data.counts)
-    assert not em(many.data).compressed and em(few.data).compressed
+    assert not em(many.data, method="ml").compressed and em(few.data, method="ml").compressed
 
 
 def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
@@ -608,7 +625,7 @@ def test_summary_and_save_load_round_trip(anesthesia, tmp_path):
     fit = em(anesthesia, method="map")
     text = str(fit.summary())
     assert "EM" in text and "iterations" in text and "alpha" in text
-    assert em(anesthesia).summary().priors == {}
+    assert em(anesthesia, method="ml").summary().priors == {}
     back = pyrater.load(fit.save(tmp_path / "fit.nc"))
     np.testing.assert_array_equal(back.theta, fit.theta)
     np.testing.assert_array_equal(back.class_probabilities(), fit.class_probabilities())
@@ -722,12 +739,12 @@ def _flat_ml_case():
 def test_convergence_is_judged_on_the_parameters_on_a_flat_likelihood():
     data = _flat_ml_case().data
     # the long-run answer: iterate until the parameters stop moving at 1e-12
-    ref = em(data, init="majority", tol=0.0, param_tol=1e-12, max_iter=50_000)
+    ref = em(data, init="majority", tol=0.0, param_tol=1e-12, max_iter=50_000, method="ml")
     assert ref.converged
     # the objective-only rule (the old behaviour) claims convergence far from it
-    old = em(data, init="majority", param_tol=np.inf)
+    old = em(data, init="majority", param_tol=np.inf, method="ml")
     assert old.converged and np.abs(old.class_probs - ref.class_probs).max() > 0.02
-    fit = em(data, init="majority")
+    fit = em(data, init="majority", method="ml")
     assert fit.converged and fit.n_iter > 2 * old.n_iter
     assert np.abs(fit.class_probs - ref.class_probs).max() < 1e-4
     np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-4)
@@ -742,10 +759,10 @@ def test_convergence_is_judged_on_the_parameters_on_a_flat_likelihood():
 
 def test_too_few_iterations_for_the_parameters_warn(anesthesia):
     with pytest.warns(EMConvergenceWarning, match="parameter change"):
-        fit = em(_flat_ml_case().data, init="majority", max_iter=300)
+        fit = em(_flat_ml_case().data, init="majority", max_iter=300, method="ml")
     assert not fit.converged
     with pytest.raises(ValueError, match="param_tol"):
-        em(anesthesia, param_tol=-1)
+        em(anesthesia, param_tol=-1, method="ml")
 
 
 def _log_posterior(data: RatingData, pi: np.ndarray, theta: np.ndarray) -> float:
@@ -900,9 +917,9 @@ def test_squarem_is_faster_where_plain_em_crawls():
 
 def test_acceleration_is_checked_and_plain_for_other_models(anesthesia):
     with pytest.raises(ValueError, match="acceleration must be"):
-        em(anesthesia, acceleration="fast")
+        em(anesthesia, acceleration="fast", method="ml")
     with pytest.raises(ValueError, match="MACE model is fitted by plain EM"):
-        em(anesthesia, model="mace", acceleration="squarem")  # MACE: not a function of pi and theta alone
+        em(anesthesia, model="mace", acceleration="squarem", method="ml")  # MACE: not a function of pi and theta alone
     fit = em(anesthesia, model="mace", method="map")  # "auto": plain EM for MACE
     assert "squarem_cycles" not in fit.convergence
-    assert "squarem_cycles" in em(anesthesia).convergence
+    assert "squarem_cycles" in em(anesthesia, method="ml").convergence

@@ -52,6 +52,7 @@ def _fit(data, backend, **kw):
     # plain EM: the backends are compared iteration by iteration to 1e-10, and SQUAREM's jumps multiply
     # rounding differences by the squared step length (its own comparison: test_squarem_on_both_backends)
     kw.setdefault("acceleration", "none")
+    kw.setdefault("method", "ml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EMConvergenceWarning)
         return em(data, backend=backend, **kw)
@@ -524,6 +525,6 @@ def test_a_compile_that_numbas_cache_cannot_serve_is_announced_once(monkeypatch,
     assert double(2.0) == 4.0
     # a kernel numba keeps on disk, compiled before (the EM fits above): nothing is said
     fused._say_compiling.cache_clear()
-    em(simulate_dawid_skene(20, 3, n_categories=2, seed=1).data, backend="numba")
+    em(simulate_dawid_skene(20, 3, n_categories=2, seed=1).data, backend="numba", method="ml")
     assert fused._on_disk(_fused.em_iteration)
     assert "compiling" not in capsys.readouterr().err

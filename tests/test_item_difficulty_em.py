@@ -123,14 +123,15 @@ def test_numba_and_numpy_passes_and_plain_and_squarem_runs_agree(small, variant)
     with warnings.catch_warnings():  # 30 iterations only: the same path, not to convergence
         warnings.simplefilter("ignore", pyrater.EMConvergenceWarning)
         plain = {
-            b: pyrater.em(small.data, model, backend=b, acceleration="none", max_iter=30) for b in ("numba", "scipy")
+            b: pyrater.em(small.data, model, backend=b, acceleration="none", max_iter=30, method="ml")
+            for b in ("numba", "scipy")
         }
     assert plain["numba"].backend == "numba" and plain["scipy"].backend == "scipy"
     np.testing.assert_allclose(plain["numba"].log_lik_trace, plain["scipy"].log_lik_trace, rtol=1e-10)
     for name, value in plain["numba"].model_params.items():
         np.testing.assert_allclose(value, plain["scipy"].model_params[name], atol=1e-8, err_msg=name)
-    fast = pyrater.em(small.data, model, tol=1e-12, param_tol=1e-8)
-    slow = pyrater.em(small.data, model, acceleration="none", tol=1e-12, param_tol=1e-8)
+    fast = pyrater.em(small.data, model, tol=1e-12, param_tol=1e-8, method="ml")
+    slow = pyrater.em(small.data, model, acceleration="none", tol=1e-12, param_tol=1e-8, method="ml")
     assert fast.convergence["squarem_jumps"] > 0 and slow.convergence["squarem_cycles"] == 0
     assert fast.convergence["e_steps"] < slow.convergence["e_steps"]
     assert fast.log_posterior == pytest.approx(slow.log_posterior, abs=1e-8)
@@ -251,22 +252,22 @@ def test_bad_input_gives_clear_errors(small):
     with pytest.raises(ValueError, match="sens_prior is the binary model's prior; with K = 3"):
         pyrater.em(three, ItemDifficulty(sens_prior=(1.0, 2.0)), method="map")
     with pytest.raises(ValueError, match=r"init array must have shape \(I, K\) = \(20, 3\)"):
-        pyrater.em(three, ItemDifficulty(), init=np.full((20, 2), 0.5))
+        pyrater.em(three, ItemDifficulty(), init=np.full((20, 2), 0.5), method="ml")
     with pytest.raises(ValueError, match="alpha >= 1"):
         pyrater.em(three, ItemDifficulty(alpha=0.5), method="map")
     with pytest.raises(ValueError, match="method must be one of"):
         pyrater.em(small.data, ItemDifficulty(), method="mle")
     with pytest.raises(ValueError, match="init='search' is not available"):
-        pyrater.em(small.data, ItemDifficulty(), init="search")
+        pyrater.em(small.data, ItemDifficulty(), init="search", method="ml")
     with pytest.raises(ValueError, match=r"init array must have shape \(I, K\) = \(150, 2\)"):
-        pyrater.em(small.data, ItemDifficulty(), init=np.ones((10, 2)))
+        pyrater.em(small.data, ItemDifficulty(), init=np.ones((10, 2)), method="ml")
     with pytest.raises(ValueError, match="backend must be one of"):
-        pyrater.em(small.data, ItemDifficulty(), backend="cuda")
+        pyrater.em(small.data, ItemDifficulty(), backend="cuda", method="ml")
     # the marginal variant (item parameters integrated out) is a Stan model: EM refuses it by name
     marginal = ItemDifficulty(item_effects="marginal")
     assert "em" not in marginal.methods and "em" in ItemDifficulty().methods
     with pytest.raises(ValueError, match="item_effects='marginal'.*runs in Stan"):
-        pyrater.em(small.data, marginal)
+        pyrater.em(small.data, marginal, method="ml")
     with pytest.raises(ValueError, match="cannot be fitted by method='em'.*'mcmc'") as err:
         pyrater.fit(small.data, marginal, method="em")
     assert "method='em'" not in str(err.value).split(";", 1)[1]  # the alternatives offered work
@@ -278,16 +279,16 @@ def test_bad_input_gives_clear_errors(small):
     with pytest.raises(ValueError, match="alpha >= 1"):
         pyrater.em(small.data, ItemDifficulty(alpha=(0.5, 0.5)), method="map")
     with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
-        pyrater.em(small.data, ItemDifficulty(), max_iter=0)
+        pyrater.em(small.data, ItemDifficulty(), max_iter=0, method="ml")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        short = pyrater.em(small.data, ItemDifficulty(), max_iter=3)
+        short = pyrater.em(small.data, ItemDifficulty(), max_iter=3, method="ml")
     assert not short.converged and any("did not converge in max_iter=3" in str(w.message) for w in caught)
     # the user's data and init are not modified
     init = soft_majority_vote(small.data.counts, 2)
     before = (init.copy(), small.data.counts.toarray().copy())
     with pytest.warns(pyrater.EMConvergenceWarning):
-        pyrater.em(small.data, VARIANTS["1PL"], init=init, max_iter=5)
+        pyrater.em(small.data, VARIANTS["1PL"], init=init, max_iter=5, method="ml")
     np.testing.assert_array_equal(init, before[0])
     np.testing.assert_array_equal(small.data.counts.toarray(), before[1])
 
@@ -361,7 +362,7 @@ def test_k_numba_and_numpy_passes_agree(variant, K):
     model = VARIANTS_K[variant]
     with warnings.catch_warnings():  # 30 iterations only: the same path, not to convergence
         warnings.simplefilter("ignore", pyrater.EMConvergenceWarning)
-        fits = {b: pyrater.em(data, model, backend=b, max_iter=30) for b in ("numba", "scipy")}
+        fits = {b: pyrater.em(data, model, backend=b, max_iter=30, method="ml") for b in ("numba", "scipy")}
     assert fits["numba"].backend == "numba" and fits["scipy"].backend == "scipy"
     np.testing.assert_allclose(fits["numba"].log_lik_trace, fits["scipy"].log_lik_trace, rtol=1e-10)
     assert fits["numba"].model_params["logit_accuracy"].shape == (5, K)
@@ -396,8 +397,8 @@ def test_k_objective_never_falls_and_is_the_log_posterior(small3, variant, metho
 
 def test_k_squarem_and_plain_em_reach_the_same_mode(small3):
     model = VARIANTS_K["3PL"]
-    fast = pyrater.em(small3.data, model, tol=1e-12, param_tol=1e-8)
-    slow = pyrater.em(small3.data, model, acceleration="none", tol=1e-12, param_tol=1e-8)
+    fast = pyrater.em(small3.data, model, tol=1e-12, param_tol=1e-8, method="ml")
+    slow = pyrater.em(small3.data, model, acceleration="none", tol=1e-12, param_tol=1e-8, method="ml")
     assert fast.convergence["squarem_jumps"] > 0 and fast.convergence["e_steps"] < slow.convergence["e_steps"]
     assert fast.log_posterior == pytest.approx(slow.log_posterior, abs=1e-8)
     np.testing.assert_allclose(fast.class_probs, slow.class_probs, atol=1e-6)

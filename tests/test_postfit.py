@@ -209,7 +209,7 @@ def test_summary_prints_a_bounded_view_with_the_full_tables_one_attribute_away()
     assert classes.drop(columns="z").max(axis=1).max() <= certainty.sort_values().iloc[len(classes) - 1]
     # a short table is printed whole
     small = pyrater.simulate("dawid_skene", n_items=12, n_raters=2, n_categories=2, seed=1)
-    e = pyrater.em(small.data)
+    e = pyrater.em(small.data, method="ml")
     assert len(str(e.summary()).splitlines()) > 12 and "summary.classes" not in str(e.summary())
 
 

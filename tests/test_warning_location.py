@@ -28,7 +28,9 @@ def _caught(call, category, match=""):
 
 
 def test_em_convergence_warning_names_the_callers_file(sim):
-    assert _caught(lambda: pyrater.em(sim.data, max_iter=2, init="majority"), EMConvergenceWarning) == {__file__}
+    assert _caught(lambda: pyrater.em(sim.data, max_iter=2, init="majority", method="ml"), EMConvergenceWarning) == {
+        __file__
+    }
 
 
 def test_unrated_items_warning_from_wide_data_names_the_callers_file():

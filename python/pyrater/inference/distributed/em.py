@@ -400,7 +400,7 @@ class DistributedEMFit(DistributedClasses, EMFit):
 def em(
     data: DistributedRatingData | Any,
     model: str | Model = "dawid_skene",
-    method: Literal["ml", "map"] = "ml",
+    method: Literal["ml", "map"] = "map",
     known: dict | pd.Series | None = None,
     init: str | np.ndarray = "majority",
     n_restarts: int = 0,

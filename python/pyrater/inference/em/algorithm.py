@@ -477,7 +477,7 @@ def _run_fused(
 def em(
     data: RatingData | pd.DataFrame,
     model: str | Model = "dawid_skene",
-    method: Method = "ml",
+    method: Method = "map",
     known: dict | pd.Series | None = None,
     init: str | np.ndarray = "auto",
     n_restarts: int = 0,
@@ -517,14 +517,24 @@ def em(
         (:mod:`pyrater.inference.em.item_difficulty`: block-Newton M-steps,
         SQUAREM; ``method="ml"`` keeps the item parameters' priors); it takes
         ``compress``, ``n_threads`` and ``mode_scale`` at their defaults only.
-    method : {"ml", "map"}
-        Maximum likelihood, or the posterior mode under the model's priors
-        (Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
+    method : {"map", "ml"}
+        The posterior mode under the model's priors (``"map"``, the default:
+        Dirichlet on pi and on each error-matrix row; Beta(beta1_k, beta2_k)
         on ``p[j, k]`` for the class-conditional model, Beta(beta1, beta2) on
         ``p[j]`` for the one-coin model; Beta on the competences and Dirichlet
-        on the spamming distributions for MACE).  On which scale the mode is
-        taken: ``mode_scale``.  With all hyperparameters equal to 1, MAP on
-        the simplex equals ML.
+        on the spamming distributions for MACE), or maximum likelihood
+        (``"ml"``; not for the pooled and community models, whose population
+        parameters have no estimate apart from their priors).  On which scale
+        the mode is taken: ``mode_scale``.  With all hyperparameters equal to
+        1, MAP on the simplex equals ML.  The default is the posterior mode,
+        as for ``pyrater.fit(data, model, method="em")`` and the command
+        line's ``--method em``: it is as accurate as maximum likelihood on
+        the gold-labelled sets of ``bench/RESULTS_realdata.md``, never makes a
+        class impossible on the strength of one rating, and converges where
+        maximum likelihood creeps towards the boundary of the parameter space
+        (on trec_relevance maximum likelihood stops at ``max_iter``, about 30
+        times slower; ``bench/RESULTS_defaults.md``).  Before pyrater 0.2 the
+        default was ``"ml"``.
     known : dict or Series, optional
         ``{item label: category label}`` for items whose true class is known;
         their class probabilities are clamped to one-hot during EM
