@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import io
 import os
+import re
 import subprocess as _subprocess
 import sys
 import warnings
@@ -1354,3 +1355,42 @@ def test_a_known_file_with_a_header_and_no_rows_is_refused(tmp_path):
     known.write_text("item,label\n")
     res = run("fit", str(path), "--method", "em", "--known", str(known), "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "a header and no rows" in res.stderr, res.stderr
+
+
+class _Stdin(io.TextIOWrapper):
+    """Standard input holding ``raw`` (bytes), piped (not a terminal) unless ``tty``."""
+
+    def __init__(self, raw: bytes, tty: bool = False):
+        super().__init__(io.BytesIO(raw), encoding="utf-8")
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+def test_ratings_piped_to_standard_input_as_dash(tmp_path, monkeypatch):
+    rows = [(item, rater, "yes" if (int(item) + len(rater)) % 3 else "no") for item in ("001", "01", "2", "3", "4")
+            for rater in ("7", "07", "x")]  # fmt: skip
+    path = tmp_path / "r.csv"
+    pd.DataFrame(rows, columns=["item", "rater", "rating"]).to_csv(path, index=False)
+    from_file = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "file"))
+    assert from_file.returncode == 0, from_file.stderr
+    monkeypatch.setattr(sys, "stdin", _Stdin(path.read_bytes()))
+    piped = run("fit", "-", "--method", "em", "--out", str(tmp_path / "piped"))
+    assert piped.returncode == 0, piped.stderr
+    for table in ("class_probabilities.csv", "parameters.csv", "raters.csv"):  # read once, labels kept as written
+        a = pd.read_csv(tmp_path / "file" / table, dtype=str)
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "piped" / table, dtype=str), a)
+    items = pd.read_csv(tmp_path / "piped" / "class_probabilities.csv", dtype={"item": str})["item"]
+    assert {"001", "01"} <= set(items)  # the second read of the label columns (as text) read the same bytes
+    for raw, tty, message in (
+        (b"", False, r"standard input \('-'\) is empty"),
+        (b"item,rater,rating\n", True, "which is a terminal here: pipe a CSV table in"),
+        (b"PK\x03\x04\x14\x00", False, "standard input holds binary data"),
+        (b"item;rater;rating\n1;a;1\n", False, "standard input: the file looks semicolon-separated"),
+    ):
+        monkeypatch.setattr(sys, "stdin", _Stdin(raw, tty))
+        res = run("fit", "-", "--method", "em", "--out", str(tmp_path / "bad"))
+        assert res.returncode == 2 and res.stdout == "", res.stderr
+        assert re.search(message, res.stderr), res.stderr
+    assert not (tmp_path / "bad").exists()  # refused before any output

@@ -1,7 +1,7 @@
 """Command line: ``pyrater fit``, ``pyrater compare``, ``pyrater demo``.
 
 ``pyrater fit RATINGS.csv --format long --model dawid_skene --method em --out DIR``
-reads a CSV, fits, writes ``parameters.csv`` (pi and theta), ``class_probabilities.csv``
+reads a CSV (``-``: from standard input), fits, writes ``parameters.csv`` (pi and theta), ``class_probabilities.csv``
 (one row per item; for grouped data one row per rating pattern, with the
 pattern's ratings and tally), ``raters.csv`` (accuracy and diagonal of each
 rater's error matrix), ``summary.txt`` (the full report) and the plots
@@ -54,6 +54,7 @@ import ast
 import difflib
 import functools
 import inspect
+import io
 import json
 import os
 import re
@@ -250,7 +251,21 @@ def _binary_message(kind: str, path: Path, flag: str, holds: str) -> str:
     return f"{where}: {what}: {reads}; {advice}"
 
 
-def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str = "utf-8") -> pd.DataFrame:
+def _stdin_table() -> bytes:
+    """The bytes piped to standard input (the ratings file ``-``), read once; refused from a terminal or empty."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        raise CLIError(
+            "'-' reads the ratings from standard input, which is a terminal here: pipe a CSV table in "
+            "(cat ratings.csv | pyrater fit - ...) or give the file's name"
+        )
+    raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
+    if not raw.strip():
+        raise CLIError("standard input ('-') is empty: pipe a CSV table of ratings in, or give the file's name")
+    return raw
+
+
+def _read_table(path: Path | bytes, flag: str, holds: str, sep: str = ",", encoding: str = "utf-8") -> pd.DataFrame:
     """Read the CSV file given to ``flag`` (``holds``: what it should contain), one clear error per failure.
 
     Raises CLIError for a directory, a missing or unreadable file, a binary
@@ -260,22 +275,34 @@ def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str
     file that is not text in ``encoding``, a file that is not CSV, and a
     file separated by tabs (or semicolons, or vertical bars) instead of
     ``sep``; the ratings file's messages name ``--sep`` and ``--encoding``.
+    ``path`` may be the bytes read from standard input (the ratings file ``-``).
     """
-    where = f"{flag} {path}" if flag else str(path)
-    if path.is_dir():
-        raise CLIError(f"{where} is a directory; give a CSV file of {holds}")
+    if isinstance(path, bytes):
+        where = "standard input"
+        pickled = len(path) > 1 and path[0] == 0x80 and 2 <= path[1] <= 5
+        if pickled or path.startswith(b"\x1f\x8b") or any(path.startswith(sig) for sig, _ in _SIGNATURES):
+            raise CLIError(
+                "standard input holds binary data (a workbook, archive, saved fit or the like), not a table: "
+                "pyrater fit reads a table of ratings as CSV text; give the file's name for a clearer message"
+            )
+        source: Any = io.BytesIO(path)
+    else:
+        where = f"{flag} {path}" if flag else str(path)
+        if path.is_dir():
+            raise CLIError(f"{where} is a directory; give a CSV file of {holds}")
+        try:
+            with open(path, "rb") as fh:
+                start = fh.read(8)
+        except FileNotFoundError:
+            raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
+        except PermissionError:
+            raise CLIError(f"{where}: permission denied") from None
+        kind = _binary_kind(start, path)
+        if kind is not None:
+            raise CLIError(_binary_message(kind, path, flag, holds))
+        source = path
     try:
-        with open(path, "rb") as fh:
-            start = fh.read(8)
-    except FileNotFoundError:
-        raise CLIError(f"{flag + ': ' if flag else ''}file not found: {path}") from None
-    except PermissionError:
-        raise CLIError(f"{where}: permission denied") from None
-    kind = _binary_kind(start, path)
-    if kind is not None:
-        raise CLIError(_binary_message(kind, path, flag, holds))
-    try:
-        df = pd.read_csv(path, sep=sep, encoding=encoding, keep_default_na=False, na_values=_MISSING_TEXT)
+        df = pd.read_csv(source, sep=sep, encoding=encoding, keep_default_na=False, na_values=_MISSING_TEXT)
     except LookupError:
         raise CLIError(
             f"--encoding {encoding}: not a text encoding Python knows (e.g. utf-8, latin-1, cp1252)"
@@ -299,7 +326,7 @@ def _read_table(path: Path, flag: str, holds: str, sep: str = ",", encoding: str
 
 
 def _id_columns_as_text(
-    df: pd.DataFrame, path: Path, columns: list[str], sep: str = ",", encoding: str = "utf-8"
+    df: pd.DataFrame, path: Path | bytes, columns: list[str], sep: str = ",", encoding: str = "utf-8"
 ) -> pd.DataFrame:
     """``df`` with its item/rater label columns as written in the file where reading them as numbers changes them.
 
@@ -311,7 +338,13 @@ def _id_columns_as_text(
     if not numeric:
         return df
     text = pd.read_csv(
-        path, usecols=numeric, dtype=str, keep_default_na=False, na_values=_MISSING_TEXT, sep=sep, encoding=encoding
+        io.BytesIO(path) if isinstance(path, bytes) else path,
+        usecols=numeric,
+        dtype=str,
+        keep_default_na=False,
+        na_values=_MISSING_TEXT,
+        sep=sep,
+        encoding=encoding,
     )
     out = df
     for c in numeric:
@@ -325,10 +358,11 @@ def _id_columns_as_text(
 
 def _read_csv(path: Path, data_format: DataFormat, args: argparse.Namespace) -> RatingData:
     sep, encoding = getattr(args, "sep", ","), getattr(args, "encoding", "utf-8")
-    df = _read_table(path, "", "ratings", sep=sep, encoding=encoding)
+    source: Path | bytes = _stdin_table() if str(path) == "-" else path  # '-': standard input, read once
+    df = _read_table(source, "", "ratings", sep=sep, encoding=encoding)
     if data_format != "grouped":  # labels of items (and raters) as the file writes them: 001 is not 1
         roles = ("item", "rater") if data_format == "long" else ("item",)
-        df = _id_columns_as_text(df, path, [getattr(args, r, None) or r for r in roles], sep, encoding)
+        df = _id_columns_as_text(df, source, [getattr(args, r, None) or r for r in roles], sep, encoding)
     # index rows by their line in the file (header is line 1) so messages point at lines
     df.index = pd.RangeIndex(2, len(df) + 2, name="line")
     options: dict = {}
@@ -1378,7 +1412,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ratings", help="CSV file of ratings")
+    p.add_argument("ratings", help="CSV file of ratings ('-': read them from standard input)")
     p.add_argument(
         "--format",
         choices=("long", "wide", "grouped"),
