@@ -1,8 +1,8 @@
 """Command line: ``pyrater fit``, ``pyrater compare``, ``pyrater demo``.
 
 ``pyrater fit RATINGS.csv --format long --model dawid_skene --method em --out DIR``
-reads a CSV (``-``: from standard input), fits, writes ``parameters.csv`` (pi and theta), ``class_probabilities.csv``
-(one row per item; for grouped data one row per rating pattern, with the
+reads a CSV (``-``: from standard input), fits, writes ``parameters.csv`` (pi and theta),
+``class_probabilities.csv`` (one row per item; for grouped data one row per rating pattern, with the
 pattern's ratings and tally), ``raters.csv`` (accuracy and diagonal of each
 rater's error matrix), ``summary.txt`` (the full report) and the plots
 (``raters.png``, ``class_probabilities.png``, ``prevalence.png``, and
