@@ -17,6 +17,7 @@ distinct rows, :mod:`pyrater.inference.em.compress`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,6 +233,8 @@ class MapPrior:
     community: CommunityState | None = None
     rho_alpha: float = 0.0  # community: symmetric Dirichlet prior on rho
     n_communities: int = 0
+    # per fixed pseudo-count array (by field name): the array, its rows' normalising constants and a - 1
+    _fixed: dict = dataclasses.field(init=False, default_factory=dict, repr=False, compare=False)
 
     def fresh(self) -> MapPrior:
         """A copy with the pooled or community state at its start (the prior itself for the other kinds)."""
@@ -277,13 +280,13 @@ class MapPrior:
 
         Pooled: of ``theta`` given the current ``(m, s)``, plus the priors of ``m`` and ``s``.
         """
-        lp = _log_dirichlet(pi[None, :], self.alpha[None, :])
+        lp = self._log_dirichlet_fixed(pi, "alpha")
         if self.kind == "community":  # theta's mixture prior, the communities summed out, and (m, s, rho)'s
             assert self.community is not None and self.beta is not None
             st = self.community
             L, K = st.rho.size, pi.size
             lp += float(np.sum(logsumexp(community_log_joint(theta, st), axis=1)))
-            lp += _log_dirichlet(st.m, np.broadcast_to(self.beta, (L, K, K)))
+            lp += self._log_dirichlet_fixed(st.m, "beta")
             lp += _log_dirichlet(st.rho[None, :], np.full((1, L), self.rho_alpha))
             shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
             s = st.s
@@ -294,15 +297,15 @@ class MapPrior:
             a = 1.0 + s[:, None] * m
             J = theta.shape[0]
             lp += _log_dirichlet(theta, np.broadcast_to(a, (J, *a.shape)))
-            lp += _log_dirichlet(m, self.beta)
+            lp += self._log_dirichlet_fixed(m, "beta")
             shape, rate = float(self.beta1), float(self.beta2)  # type: ignore[arg-type]
             lp += float(np.sum(shape * np.log(rate) - gammaln(shape) + (shape - 1.0) * np.log(s) - rate * s))
         elif self.kind == "dawid_skene":
             assert self.beta is not None  # set for this kind by map_prior
-            lp += _log_dirichlet(theta, self.beta)
+            lp += self._log_dirichlet_fixed(theta, "beta")
         elif self.kind == "homogeneous":
             assert self.beta is not None
-            lp += _log_dirichlet(theta[0], self.beta)
+            lp += self._log_dirichlet_fixed(theta[0], "beta")
         elif self.kind == "numeric":  # the prior of the family's parameters at its last M-step (theta's source)
             assert self.numeric is not None
             lp += self.numeric.log_prior()
@@ -311,7 +314,7 @@ class MapPrior:
             c, xi = mace_parameters(theta, self.gamma)
             c1, c2 = float(self.beta1), float(self.beta2)
             lp += float(np.sum(gammaln(c1 + c2) - gammaln(c1) - gammaln(c2) + xlogy(c1 - 1, c) + xlog1py(c2 - 1, -c)))
-            lp += _log_dirichlet(xi, self.gamma[None, :])
+            lp += self._log_dirichlet_fixed(xi, "gamma")
         else:
             assert self.beta1 is not None and self.beta2 is not None  # set for the accuracy kinds
             K = pi.size
@@ -323,6 +326,22 @@ class MapPrior:
                 b1, b2 = self.beta1[None, :], self.beta2[None, :]
             lp += float(np.sum(gammaln(b1 + b2) - gammaln(b1) - gammaln(b2) + xlogy(b1 - 1, p) + xlog1py(b2 - 1, -p)))
         return float(lp)
+
+    def _log_dirichlet_fixed(self, x: np.ndarray, name: str) -> float:
+        """:func:`_log_dirichlet` of ``x`` under this prior's fixed pseudo-counts ``name`` (broadcast over x's rows).
+
+        EM evaluates the log prior at every iteration; the rows' normalising
+        constants (``gammaln``, the costly part) and ``a - 1`` of a fixed
+        prior are computed once, the first time.
+        """
+        a = getattr(self, name)
+        kept = self._fixed.get(name)
+        if kept is None or kept[0] is not a:
+            kept = (a, gammaln(a.sum(-1)) - gammaln(a).sum(-1), a - 1.0)
+            self._fixed[name] = kept
+        _, norm, a1 = kept
+        rows = math.prod(np.broadcast_shapes(x.shape, a.shape)[:-1])
+        return float(np.sum(norm) * (rows / max(norm.size, 1)) + np.sum(xlogy(a1, x)))
 
 
 def _log_dirichlet(x: np.ndarray, a: np.ndarray) -> float:
