@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import pyrater
 from conftest import shared_file
 from pyrater.data import RatingData, RatingDataError, UnratedItemsWarning, as_rating_data
 
@@ -776,3 +777,22 @@ def test_unused_duplicated_columns_do_not_block_long_data():
     assert RatingData.from_long(df).n_ratings == 2
     df.columns = ["item", "rater", "item", "note", "rating"]
     assert "duplicated column names: 'item'" in _err(RatingData.from_long, df)
+
+
+def test_item_units_maps_the_items_of_per_item_results_to_their_units():
+    from pyrater import datasets
+
+    caries = RatingData.from_grouped(datasets.caries(), tally="n")
+    units = caries.item_units()
+    assert units.size == caries.n_items == 3859 and units.index[0] == 1 and units.index.name == "item"
+    np.testing.assert_array_equal(units.value_counts().sort_index().to_numpy(), caries.weight)  # the tallies
+    fit = pyrater.em(caries, seed=1)
+    held_out = pyrater.kfold(fit, k=5, seed=1, progress=False).elpd_i
+    assert held_out.index.equals(units.index)  # the per-item results' labels
+    # each item's class probabilities, through its pattern
+    per_item = fit.class_probabilities().loc[units.to_numpy()].set_axis(units.index)
+    assert per_item.shape == (3859, 2) and np.allclose(per_item.iloc[0], fit.class_probabilities().iloc[0])
+    # long data: every item its own unit, labels as given
+    long = RatingData.from_long(pd.DataFrame({"item": ["x", "x", "y"], "rater": [1, 2, 1], "rating": [1, 2, 2]}))
+    pd.testing.assert_series_equal(long.item_units(), pd.Series(["x", "y"], index=pd.Index(["x", "y"], name="item")),
+                                   check_names=False)  # fmt: skip

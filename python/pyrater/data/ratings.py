@@ -690,6 +690,36 @@ class RatingData:
         """
         return int(self.weight[self.unit].sum())
 
+    def item_units(self) -> pd.Series:
+        """The unit of every item, indexed by the item labels of pyrater's per-item results.
+
+        Grouped data have no item labels: their items are numbered ``1 ..
+        n_items`` in pattern order (pattern 0's items first), the labels of
+        the per-item results (``pyrater.loo(fit).elpd_i``, ``pyrater.kfold``,
+        posterior predictive replicates, agreement); the values are the
+        patterns (units), the index of ``class_probabilities()``.  Long and
+        wide data: each item is its own unit (the values equal the index).
+
+        Returns
+        -------
+        Series, length n_items
+            Index ``item``, values the unit labels (``pattern`` for grouped data).
+
+        Examples
+        --------
+        >>> import pyrater
+        >>> from pyrater import datasets
+        >>> caries = pyrater.RatingData.from_grouped(datasets.caries(), tally="n")
+        >>> units = caries.item_units()
+        >>> len(units), int(units.iloc[0]), int(units.iloc[-1])
+        (3859, 0, 31)
+        """
+        name = self.unit_labels.name
+        if not self.is_grouped:
+            return pd.Series(self.unit_labels, index=pd.Index(self.unit_labels, name="item"), name=name)
+        labels = np.repeat(np.asarray(self.unit_labels), np.asarray(self.weight, dtype=np.int64))
+        return pd.Series(labels, index=pd.RangeIndex(1, labels.size + 1, name="item"), name=name)
+
     def rare_categories(self, max_count: int = RARE_COUNT, max_share: float = RARE_SHARE) -> pd.Series:
         """Categories seen only a handful of times: possibly typos, or levels too rare to estimate.
 
