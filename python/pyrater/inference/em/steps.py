@@ -284,7 +284,7 @@ class MapPrior:
         if self.kind == "community":  # theta's mixture prior, the communities summed out, and (m, s, rho)'s
             assert self.community is not None and self.beta is not None
             st = self.community
-            L, K = st.rho.size, pi.size
+            L = st.rho.size
             lp += float(np.sum(logsumexp(community_log_joint(theta, st), axis=1)))
             lp += self._log_dirichlet_fixed(st.m, "beta")
             lp += _log_dirichlet(st.rho[None, :], np.full((1, L), self.rho_alpha))
