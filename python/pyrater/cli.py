@@ -150,14 +150,14 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
 _TEXT_TABLES = (".csv", ".tsv", ".txt")
 
 
-def _zip_kind(path: Path) -> str | None:
+def _zip_kind(path: Path, whole: bytes | None = None) -> str | None:
     """A zip file's kind: ``"npz"`` (numpy.savez), ``"workbook"``, or for one zipped table None or ``"zipped"``.
 
     A zip of one CSV/TSV/text table is read by pandas when its name ends in
     ``.zip`` (None: no objection); under another name it is ``"zipped"``.
     """
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(path if whole is None else io.BytesIO(whole)) as archive:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError):
         return "workbook"
@@ -168,18 +168,19 @@ def _zip_kind(path: Path) -> str | None:
     return "workbook"
 
 
-def _binary_kind(start: bytes, path: Path) -> str | None:
+def _binary_kind(start: bytes, path: Path, whole: bytes | None = None) -> str | None:
     """The binary format a file's first bytes ``start`` show (a key of :func:`_binary_message`), or None.
 
     None: not a format known here, so the file may be text (decoding it
-    tells, with the advice on ``--encoding``).
+    tells, with the advice on ``--encoding``).  ``whole``: the bytes themselves
+    (standard input), where a zip archive is opened instead of ``path``.
     """
     if len(start) >= 2 and start[0] == 0x80 and 2 <= start[1] <= 5:  # pickle protocols 2-5
         return "pickle"
     if start.startswith(b"\x1f\x8b"):  # gzip: pandas reads a .gz name itself
         return None if path.suffix.lower() in (".gz", ".gzip") else "gzip"
     kind = next((kind for signature, kind in _SIGNATURES if start.startswith(signature)), None)
-    return _zip_kind(path) if kind == "zip" else kind
+    return _zip_kind(path, whole) if kind == "zip" else kind
 
 
 def _csv_name(path: Path) -> str:
@@ -279,8 +280,7 @@ def _read_table(path: Path | bytes, flag: str, holds: str, sep: str = ",", encod
     """
     if isinstance(path, bytes):
         where = "standard input"
-        pickled = len(path) > 1 and path[0] == 0x80 and 2 <= path[1] <= 5
-        if pickled or path.startswith(b"\x1f\x8b") or any(path.startswith(sig) for sig, _ in _SIGNATURES):
+        if _binary_kind(path[:8], Path("-"), whole=path) is not None:  # a zip is read from the bytes
             raise CLIError(
                 "standard input holds binary data (a workbook, archive, saved fit or the like), not a table: "
                 "pyrater fit reads a table of ratings as CSV text; give the file's name for a clearer message"
