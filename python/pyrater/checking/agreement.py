@@ -191,7 +191,7 @@ def _collect(
     table = np.ascontiguousarray(by_rating.transpose(0, 2, 1))
     info_i = np.bincount(item_of_rating[keep], weights=n[keep] * pmi, minlength=n_items)
     n_ratings = float(n[keep].sum())
-    index = _item_index(data)
+    index = data.item_index
     return Agreement(
         agreement=float(a_i[scored].mean()) if scored.any() else float("nan"),
         information=float(info_i.sum() / n_ratings) if n_ratings else float("nan"),
@@ -202,16 +202,11 @@ def _collect(
     )
 
 
-def _item_index(data: RatingData) -> pd.Index:
-    n_items = int(np.asarray(data.weight).sum())
-    return pd.RangeIndex(1, n_items + 1, name="item") if data.is_grouped else pd.Index(data.unit_labels, name="item")
-
-
 def _expand(data: RatingData, units: np.ndarray, items: np.ndarray, parts: tuple[np.ndarray, ...]):
     """Per-unit ratings ``parts`` (unit index into ``units``) repeated for each of ``items`` (their units' items)."""
     unit, col, n, label = parts
     # item -> position of its unit in `units`; each item gets a copy of its unit's ratings
-    pos = np.searchsorted(units, np.repeat(np.arange(data.n_units), np.asarray(data.weight, dtype=np.int64))[items])
+    pos = np.searchsorted(units, data.unit_of_item[items])
     starts = np.searchsorted(unit, np.arange(units.size))
     ends = np.searchsorted(unit, np.arange(units.size), side="right")
     lengths = (ends - starts)[pos]
@@ -244,8 +239,7 @@ def held_out_agreement(fit: Fit) -> Agreement:
     if folds is None:
         raise ValueError("held_out_agreement needs the fit's K-fold refits: run pyrater.kfold(fit) first")
     data = fit.data
-    weight = np.asarray(data.weight, dtype=np.int64)
-    unit_of_item = np.repeat(np.arange(data.n_units), weight)
+    unit_of_item = data.unit_of_item
     given = getattr(fit, "known", None)
     known = None if given is None else np.asarray(given)[unit_of_item] >= 0
     pieces = []

@@ -364,11 +364,8 @@ def _exact_units(fit: Any, tail: int, budget: float, progress: bool) -> tuple[np
 
 
 def _item_index(fit: Any) -> pd.Index:
-    """Item labels of the LOO unit (grouped data: 1 .. n_items in pattern order)."""
-    d = fit.data
-    if d.is_grouped:
-        return pd.RangeIndex(1, d.n_items + 1, name="item")
-    return pd.Index(d.unit_labels, name="item")
+    """Item labels of the LOO unit (grouped data: 1 .. n_items in pattern order; :attr:`RatingData.item_index`)."""
+    return fit.data.item_index
 
 
 def _expand(fit: Any, per_unit: np.ndarray) -> np.ndarray:
@@ -437,13 +434,6 @@ def _subsample_items(n_items: int, m: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_items, size=m, replace=False))
 
 
-def _unit_of_item(fit: Any) -> np.ndarray:
-    d = fit.data
-    if d.is_grouped:
-        return np.repeat(np.arange(d.n_units, dtype=np.int64), d.weight)
-    return np.arange(d.n_units, dtype=np.int64)
-
-
 def _sampled_units_loo(fit: Any, units: np.ndarray, tail: int, progress: bool) -> tuple[np.ndarray, ...]:
     """Exact elpd, k and lppd of the given (distinct, sorted) units."""
     from .._quiet import progress_bar
@@ -504,7 +494,7 @@ def _loo_subsample(fit: Any, items_idx: np.ndarray, warn: bool, progress: bool) 
     r_eff = _r_eff(fit)
     approx = _plpd_items(fit)
     N = approx.size
-    units_of = _unit_of_item(fit)[items_idx]
+    units_of = fit.data.unit_of_item[items_idx]
     units, inverse = np.unique(units_of, return_inverse=True)
     elpd_u, k_u, lppd_u = _sampled_units_loo(fit, units, _tail_length(S, r_eff), progress)
     y, k, p_i = elpd_u[inverse], k_u[inverse], (lppd_u - elpd_u)[inverse]

@@ -231,7 +231,7 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
     data = fit.data
     weight = np.asarray(data.weight, dtype=np.int64)
     n_items = int(weight.sum())
-    unit_of_item = np.repeat(np.arange(data.n_units), weight)
+    unit_of_item = data.unit_of_item
     fold = fold_of_items(n_items, k, seed)
     elpd_i = np.empty(n_items)
     params = []

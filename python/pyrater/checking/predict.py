@@ -54,12 +54,8 @@ def _design_codes(fit: Fit, design: pd.DataFrame | None) -> tuple[np.ndarray, np
     """
     data = fit.data
     # the unit of every item the user can name: itself, or its pattern for grouped data
-    if data.is_grouped:
-        item_labels = pd.RangeIndex(1, data.n_items + 1, name="item")
-        unit_of_item = np.repeat(np.arange(data.n_units, dtype=np.int64), data.weight)
-    else:
-        item_labels = data.unit_labels
-        unit_of_item = np.arange(data.n_units, dtype=np.int64)
+    unit_of_item = data.unit_of_item
+    item_labels = data.item_index if data.is_grouped else data.unit_labels
     if design is None:
         if data.is_grouped:
             long = data.to_long()

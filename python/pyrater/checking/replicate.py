@@ -183,10 +183,8 @@ def observed_design(fit: Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.In
         long = data.to_long()
         item_of_row = long.iloc[:, 0].to_numpy().astype(np.int64) - 1
         raters = data.rater_labels.get_indexer(long.iloc[:, 1])
-        unit_of_item = np.repeat(np.arange(data.n_units, dtype=np.int64), data.weight)
         ratings = np.asarray(long.iloc[:, 2].cat.codes, dtype=np.int64)
-        item_labels = pd.RangeIndex(1, data.n_items + 1, name="item")
-        return unit_of_item, item_of_row, raters, pd.Index(long.iloc[:, 0]), ratings, item_labels
+        return data.unit_of_item, item_of_row, raters, pd.Index(long.iloc[:, 0]), ratings, data.item_index
     item_unit = np.arange(data.n_units, dtype=np.int64)
     return (
         item_unit,

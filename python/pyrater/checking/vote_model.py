@@ -105,7 +105,7 @@ def vote_model_kfold(data: RatingData, k: int = 10, *, seed: int | None = None):
     if n_items < k:
         raise ValueError(f"k={k} folds need at least {k} items; the data hold {n_items}")
     c = category_counts(data)
-    unit_of_item = np.repeat(np.arange(data.n_units), weight)
+    unit_of_item = data.unit_of_item
     fold = fold_of_items(n_items, k, seed)
     elpd_i = np.empty(n_items)
     for f in range(k):
@@ -115,7 +115,7 @@ def vote_model_kfold(data: RatingData, k: int = 10, *, seed: int | None = None):
         elpd_i[out] = vote_log_lik(c[unit_of_item[out]], a)
     lpd = float(weight @ vote_log_lik(c, fit_vote_model(c, weight)))
     elpd = float(elpd_i.sum())
-    index = pd.RangeIndex(1, n_items + 1, name="item") if data.is_grouped else pd.Index(data.unit_labels, name="item")
+    index = data.item_index
     return ELPD(
         kind="loo",
         elpd=elpd,

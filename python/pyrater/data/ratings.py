@@ -690,15 +690,33 @@ class RatingData:
         """
         return int(self.weight[self.unit].sum())
 
-    def item_units(self) -> pd.Series:
-        """The unit of every item, indexed by the item labels of pyrater's per-item results.
+    @property
+    def item_index(self) -> pd.Index:
+        """The item labels of pyrater's per-item results (LOO, K-fold, replicates, agreement).
 
         Grouped data have no item labels: their items are numbered ``1 ..
-        n_items`` in pattern order (pattern 0's items first), the labels of
-        the per-item results (``pyrater.loo(fit).elpd_i``, ``pyrater.kfold``,
-        posterior predictive replicates, agreement); the values are the
-        patterns (units), the index of ``class_probabilities()``.  Long and
-        wide data: each item is its own unit (the values equal the index).
+        n_items`` in pattern order (pattern 0's items first).  Long and wide
+        data: the items' own labels.
+        """
+        if self.is_grouped:
+            return pd.RangeIndex(1, self.n_items + 1, name="item")
+        return pd.Index(self.unit_labels, name="item")
+
+    @property
+    def unit_of_item(self) -> np.ndarray:
+        """The unit code (row of :attr:`counts`) of every item, in the order of :attr:`item_index`: int64 (n_items,).
+
+        Grouped data: each pattern repeated by its tally; otherwise ``0 .. n_units - 1``.
+        """
+        units = np.arange(self.n_units, dtype=np.int64)
+        return np.repeat(units, np.asarray(self.weight, dtype=np.int64)) if self.is_grouped else units
+
+    def item_units(self) -> pd.Series:
+        """The unit of every item, indexed by the item labels of pyrater's per-item results (:attr:`item_index`).
+
+        The values are the units' labels (the patterns of grouped data), the
+        index of ``class_probabilities()``; for long and wide data each item
+        is its own unit (the values equal the index).
 
         Returns
         -------
@@ -714,11 +732,7 @@ class RatingData:
         >>> len(units), int(units.iloc[0]), int(units.iloc[-1])
         (3859, 0, 31)
         """
-        name = self.unit_labels.name
-        if not self.is_grouped:
-            return pd.Series(self.unit_labels, index=pd.Index(self.unit_labels, name="item"), name=name)
-        labels = np.repeat(np.asarray(self.unit_labels), np.asarray(self.weight, dtype=np.int64))
-        return pd.Series(labels, index=pd.RangeIndex(1, labels.size + 1, name="item"), name=name)
+        return pd.Series(self.unit_labels[self.unit_of_item], index=self.item_index, name=self.unit_labels.name)
 
     def rare_categories(self, max_count: int = RARE_COUNT, max_share: float = RARE_SHARE) -> pd.Series:
         """Categories seen only a handful of times: possibly typos, or levels too rare to estimate.
