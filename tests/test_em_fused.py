@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.special import logsumexp
 
 pytest.importorskip("numba")
 
@@ -17,7 +18,7 @@ from pyrater.inference import _numba
 from pyrater.inference.em import kernel as _fused
 from pyrater.inference.em.algorithm import EMConvergenceWarning, em
 from pyrater.models import simulate_dawid_skene
-from pyrater.models._fused import exp_nonpos
+from pyrater.models._fused import class_probs_row, exp_nonpos, finish_row
 from pyrater.models.kernels import (
     class_log_posterior,
     soft_majority_vote,
@@ -422,6 +423,26 @@ def test_polynomial_exp_matches_libm():
             assert abs(got - ref) <= 2 * 5e-324, x
     assert exp_nonpos(-745.3) == 0.0 and exp_nonpos(-np.inf) == 0.0
     assert exp_nonpos(0.0) == 1.0
+
+
+def test_per_unit_helpers_take_scalars_and_match_numpy():
+    """The per-unit steps of the fused passes on eight scalar lanes (no arrays: see models/_fused.py)."""
+    rng = np.random.default_rng(3)
+    for kk in (-1, 0, 4, 7):
+        a = rng.normal(0.0, 30.0, 8)
+        a[6:] = -np.inf if kk < 6 else a[6:]  # padded lanes (K = 6) unless the known class is one of them
+        m, *x = finish_row(kk, *a)
+        want = a.copy()
+        if kk >= 0:
+            want[np.arange(8) != kk] = -np.inf
+        assert m == want.max()
+        np.testing.assert_array_equal(x, want - want.max())
+        s, *t = class_probs_row(*x, m)
+        p = np.exp(want - logsumexp(want))
+        assert math.log(s) == pytest.approx(logsumexp(want) - m, rel=1e-14, abs=1e-14)
+        np.testing.assert_allclose(t, p, rtol=1e-14, atol=1e-300)
+    s, *t = class_probs_row(*np.zeros(8), -np.inf)  # no finite log joint: NaN, as the scipy path
+    assert math.isnan(s)
 
 
 def test_vote_shares_equal_soft_majority_vote(repeated):

@@ -29,6 +29,14 @@ of 64 bytes, larger than the L2 cache at crowd scale (1.6 MB at J = 5000, K = 5)
 loop prefetches the row ``PREFETCH_AHEAD`` stored counts ahead (:func:`prefetch_row`, LLVM's
 ``llvm.prefetch``), and so does the EM kernel's scatter into its count table.  Measured in
 ``bench/RESULTS_em.md``: 1.5-1.9x faster EM iterations at 10^6 ratings on a loaded machine.
+
+Per-unit code takes and returns scalars only (:func:`finish_row`, :func:`class_probs_row`); the
+functions that take arrays (:func:`log_joint_block`, the EM kernel's scatter) are called once per
+block of 64 units, and per-unit loops index 2-D arrays directly instead of taking row views.  An
+array handed to a numba function, inlined (``inline="always"``) or not, or a view taken of it, costs a
+reference-count increment and decrement (atomic operations, external calls LLVM cannot remove):
+per unit they made the gather 6x and the EM iteration 2.8x slower on an Intel Xeon host
+(``bench/RESULTS_em.md``, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -156,7 +164,7 @@ def prefetch_row(typingctx, ary, row):
 @numba.njit(inline="always", cache=True)
 def exp_nonpos(x):  # pragma: no cover - compiled
     """``exp(x)`` for ``x <= 0`` (``-inf`` gives 0), branch-free so that it vectorises."""
-    xc = x if x > _EXP_CUT else _EXP_CUT
+    xc = x if x > _EXP_CUT else 0.0  # below the cut (padded lanes: -inf) a normal number, result 0 below
     n = math.floor(xc * _LOG2E + 0.5)
     r = (xc - n * _LN2_HI) - n * _LN2_LO
     # Taylor coefficients 1/i!, i = 0..13, evaluated by Estrin's scheme (a short dependency chain)
@@ -182,20 +190,21 @@ def exp_nonpos(x):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", cache=True, fastmath={"contract"})
-def class_probs_row(X, r, m):  # pragma: no cover - compiled
-    """``(s, t_0 .. t_7)``: the row sum ``s = sum_k exp(X[r, k])`` and ``t_k = exp(X[r, k]) / s``.
+def class_probs_row(x0, x1, x2, x3, x4, x5, x6, x7, m):  # pragma: no cover - compiled
+    """``(s, t_0 .. t_7)``: the row sum ``s = sum_k exp(x_k)`` and ``t_k = exp(x_k) / s``.
 
-    ``X[r]`` holds a unit's log joint minus its maximum ``m``; ``s`` is NaN when ``m`` is not
-    finite (no finite log joint), as in the scipy path.  One division, eight multiplies.
+    ``x_k`` is a unit's log joint minus its maximum ``m`` (a row of the block buffer ``X``);
+    ``s`` is NaN when ``m`` is not finite (no finite log joint), as in the scipy path.  One
+    division, eight multiplies.  Scalars in, scalars out (see :func:`finish_row`).
     """
-    e0 = exp_nonpos(X[r, 0])
-    e1 = exp_nonpos(X[r, 1])
-    e2 = exp_nonpos(X[r, 2])
-    e3 = exp_nonpos(X[r, 3])
-    e4 = exp_nonpos(X[r, 4])
-    e5 = exp_nonpos(X[r, 5])
-    e6 = exp_nonpos(X[r, 6])
-    e7 = exp_nonpos(X[r, 7])
+    e0 = exp_nonpos(x0)
+    e1 = exp_nonpos(x1)
+    e2 = exp_nonpos(x2)
+    e3 = exp_nonpos(x3)
+    e4 = exp_nonpos(x4)
+    e5 = exp_nonpos(x5)
+    e6 = exp_nonpos(x6)
+    e7 = exp_nonpos(x7)
     s = ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7))
     if not m > -np.inf:
         s = np.nan
@@ -204,30 +213,25 @@ def class_probs_row(X, r, m):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always", cache=True)
-def _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M):  # pragma: no cover - compiled
-    """Row ``r`` of a block: a known class keeps its own lane, then ``M[r] = max_k a_k``, ``X[r, k] = a_k - M[r]``."""
+def finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7):  # pragma: no cover - compiled
+    """``(m, a_0 - m, .., a_7 - m)`` with ``m = max_k a_k``, after a known class ``kk >= 0`` keeps its own lane.
+
+    ``kk = -1``: the class is not known.  The per-unit helpers take and return scalars only:
+    an array handed to a function, inlined or not, costs numba a reference-count increment and
+    decrement per call (atomic operations; see the module docstring).
+    """
     ninf = -np.inf
-    if has_known:
-        kk = known[iu]
-        if kk >= 0:
-            a0 = a0 if kk == 0 else ninf
-            a1 = a1 if kk == 1 else ninf
-            a2 = a2 if kk == 2 else ninf
-            a3 = a3 if kk == 3 else ninf
-            a4 = a4 if kk == 4 else ninf
-            a5 = a5 if kk == 5 else ninf
-            a6 = a6 if kk == 6 else ninf
-            a7 = a7 if kk == 7 else ninf
+    if kk >= 0:
+        a0 = a0 if kk == 0 else ninf
+        a1 = a1 if kk == 1 else ninf
+        a2 = a2 if kk == 2 else ninf
+        a3 = a3 if kk == 3 else ninf
+        a4 = a4 if kk == 4 else ninf
+        a5 = a5 if kk == 5 else ninf
+        a6 = a6 if kk == 6 else ninf
+        a7 = a7 if kk == 7 else ninf
     m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
-    M[r] = m
-    X[r, 0] = a0 - m
-    X[r, 1] = a1 - m
-    X[r, 2] = a2 - m
-    X[r, 3] = a3 - m
-    X[r, 4] = a4 - m
-    X[r, 5] = a5 - m
-    X[r, 6] = a6 - m
-    X[r, 7] = a7 - m
+    return m, a0 - m, a1 - m, a2 - m, a3 - m, a4 - m, a5 - m, a6 - m, a7 - m
 
 
 @numba.njit(inline="always", cache=True)
@@ -284,7 +288,17 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
             a6 += v * LT[col, 6]
             a7 += v * LT[col, 7]
             c += _u64(1)
-        _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M)
+        kk = known[iu] if has_known else -1
+        m, x0, x1, x2, x3, x4, x5, x6, x7 = finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7)
+        M[r] = m
+        X[r, 0] = x0
+        X[r, 1] = x1
+        X[r, 2] = x2
+        X[r, 3] = x3
+        X[r, 4] = x4
+        X[r, 5] = x5
+        X[r, 6] = x6
+        X[r, 7] = x7
 
 
 @numba.njit(inline="always", cache=True)
@@ -323,7 +337,17 @@ def log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M):  #
             a6 += LT[col, 6]
             a7 += LT[col, 7]
             c += _u64(1)
-        _store_row(has_known, known, iu, r, a0, a1, a2, a3, a4, a5, a6, a7, X, M)
+        kk = known[iu] if has_known else -1
+        m, x0, x1, x2, x3, x4, x5, x6, x7 = finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7)
+        M[r] = m
+        X[r, 0] = x0
+        X[r, 1] = x1
+        X[r, 2] = x2
+        X[r, 3] = x3
+        X[r, 4] = x4
+        X[r, 5] = x5
+        X[r, 6] = x6
+        X[r, 7] = x7
 
 
 # ------------------------------------------------------------- log tables (numpy)
@@ -396,7 +420,9 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
                     iu = _u64(i)
                     r = _u64(i - blo)
                     m = M[r]
-                    tot, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
+                    tot, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(
+                        X[r, 0], X[r, 1], X[r, 2], X[r, 3], X[r, 4], X[r, 5], X[r, 6], X[r, 7], m
+                    )
                     if write_acc:
                         acc[iu, 0] += t0
                         acc[iu, 1] += t1

@@ -295,7 +295,12 @@ class ModelFamily:
         when that order is only the alphabetical sort of text labels
         (:meth:`pyrater.RatingData.check_scale_order`).
         """
-        if data.n_ratings and np.bincount(data.unit, minlength=data.n_units).max() < 2:
+        # more rating rows than units: some unit has two (no pass over the ratings)
+        if (
+            data.n_ratings
+            and data.unit.size <= data.n_units
+            and np.bincount(data.unit, minlength=data.n_units).max() < 2
+        ):
             warnings.warn(
                 f"no item has more than one rating ({data.n_ratings_total} ratings of {data.n_items} items by "
                 f"{data.n_raters} rater{'s' if data.n_raters != 1 else ''}): the data cannot show how the raters "

@@ -313,7 +313,7 @@ class _FusedKernel:
         f, K = self.fused, self.K
         JK = self.LT.shape[0]
         rating = np.arange(JK, dtype=np.int64) % K
-        run_kernel(f.majority_sums, *self.csr, rating, self.known, self.weight, K, self.N[0], self.n_k[0])
+        run_kernel(f.majority_sums, *self.em_csr, rating, self.known, self.weight, K, self.N[0], self.n_k[0])
         return self.n_k[0][:K].copy(), self.N[0][:, :K]
 
     def m_step(

@@ -88,66 +88,51 @@ _BIG = 2.0**900  # flush the running product of row sums (each <= 8) well before
 
 
 @numba.njit(inline="always", cache=True, fastmath={"contract"})
-def _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):  # pragma: no cover - compiled
-    """``N[c, k] += C[iu, c] * t_k`` over the stored counts ``c`` of unit ``iu`` (eight lanes): the M-step's scatter.
-
-    Shared by :func:`em_iteration`, :func:`expected_counts` and :func:`majority_sums`.
-    """
-    c = _u64(indptr[iu])
-    b = _u64(indptr[iu + _u64(1)])
-    nnz = _u64(indices.size)
-    while c < b:  # unsigned indices: no wraparound checks in the scatter loop
-        if c + PREFETCH_AHEAD < nnz:
-            prefetch_row(N, indices[c + PREFETCH_AHEAD])
-        col = _u64(indices[c])
-        v = data[c]
-        N[col, 0] += v * t0
-        N[col, 1] += v * t1
-        N[col, 2] += v * t2
-        N[col, 3] += v * t3
-        N[col, 4] += v * t4
-        N[col, 5] += v * t5
-        N[col, 6] += v * t6
-        N[col, 7] += v * t7
-        c += _u64(1)
-
-
-@numba.njit(inline="always", cache=True, fastmath={"contract"})
-def _scatter_unit_ones(indptr, indices, iu, N, t0, t1, t2, t3, t4, t5, t6, t7):  # pragma: no cover - compiled
-    """:func:`_scatter_unit` when every stored count is 1: ``N[c, k] += t_k`` (no loads of the counts)."""
-    c = _u64(indptr[iu])
-    b = _u64(indptr[iu + _u64(1)])
-    nnz = _u64(indices.size)
-    while c < b:
-        if c + PREFETCH_AHEAD < nnz:
-            prefetch_row(N, indices[c + PREFETCH_AHEAD])
-        col = _u64(indices[c])
-        N[col, 0] += t0
-        N[col, 1] += t1
-        N[col, 2] += t2
-        N[col, 3] += t3
-        N[col, 4] += t4
-        N[col, 5] += t5
-        N[col, 6] += t6
-        N[col, 7] += t7
-        c += _u64(1)
-
-
-@numba.njit(inline="always", cache=True, fastmath={"contract"})
 def _scatter_block(indptr, indices, data, ones, blo, bhi, X, N):  # pragma: no cover - compiled
-    """The M-step's scatter of units ``blo .. bhi - 1``, their (weighted) class probabilities in ``X``."""
-    if ones:
-        for i in range(blo, bhi):
-            r = _u64(i - blo)
-            t0, t1, t2, t3 = X[r, 0], X[r, 1], X[r, 2], X[r, 3]
-            t4, t5, t6, t7 = X[r, 4], X[r, 5], X[r, 6], X[r, 7]
-            _scatter_unit_ones(indptr, indices, _u64(i), N, t0, t1, t2, t3, t4, t5, t6, t7)
-    else:
-        for i in range(blo, bhi):
-            r = _u64(i - blo)
-            t0, t1, t2, t3 = X[r, 0], X[r, 1], X[r, 2], X[r, 3]
-            t4, t5, t6, t7 = X[r, 4], X[r, 5], X[r, 6], X[r, 7]
-            _scatter_unit(indptr, indices, data, _u64(i), N, t0, t1, t2, t3, t4, t5, t6, t7)
+    """The M-step's scatter of units ``blo .. bhi - 1``: ``N[c, k] += C[i, c] * X[i - blo, k]`` over their counts.
+
+    ``X`` holds the block's (weighted) class probabilities; with ``ones`` every stored count is 1
+    (no loads of the counts).  Called once per block: its loops are written out here, not in a
+    per-unit helper, because an array handed to a function costs numba a reference-count
+    increment and decrement per call (:mod:`pyrater.models._fused`).  Shared by
+    :func:`em_iteration`, :func:`expected_counts` and :func:`majority_sums`.
+    """
+    nnz = _u64(indices.size)
+    for i in range(blo, bhi):
+        r = _u64(i - blo)
+        t0, t1, t2, t3 = X[r, 0], X[r, 1], X[r, 2], X[r, 3]
+        t4, t5, t6, t7 = X[r, 4], X[r, 5], X[r, 6], X[r, 7]
+        c = _u64(indptr[_u64(i)])
+        b = _u64(indptr[_u64(i) + _u64(1)])
+        if ones:
+            while c < b:  # unsigned indices: no wraparound checks in the scatter loop
+                if c + PREFETCH_AHEAD < nnz:
+                    prefetch_row(N, indices[c + PREFETCH_AHEAD])
+                col = _u64(indices[c])
+                N[col, 0] += t0
+                N[col, 1] += t1
+                N[col, 2] += t2
+                N[col, 3] += t3
+                N[col, 4] += t4
+                N[col, 5] += t5
+                N[col, 6] += t6
+                N[col, 7] += t7
+                c += _u64(1)
+        else:
+            while c < b:
+                if c + PREFETCH_AHEAD < nnz:
+                    prefetch_row(N, indices[c + PREFETCH_AHEAD])
+                col = _u64(indices[c])
+                v = data[c]
+                N[col, 0] += v * t0
+                N[col, 1] += v * t1
+                N[col, 2] += v * t2
+                N[col, 3] += v * t3
+                N[col, 4] += v * t4
+                N[col, 5] += v * t5
+                N[col, 6] += v * t6
+                N[col, 7] += v * t7
+                c += _u64(1)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -174,7 +159,9 @@ def _em_plain(indptr, indices, data, LT, log_pi, known, lo, hi, N, n_k):  # prag
         for i in range(blo, bhi):
             r = _u64(i - blo)
             m = M[r]
-            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
+            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(
+                X[r, 0], X[r, 1], X[r, 2], X[r, 3], X[r, 4], X[r, 5], X[r, 6], X[r, 7], m
+            )
             total += m
             prod *= s
             if prod > _BIG:
@@ -274,7 +261,9 @@ def em_iteration(
             iu = _u64(i)
             r = _u64(i - blo)
             m = M[r]
-            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(X, r, m)
+            s, t0, t1, t2, t3, t4, t5, t6, t7 = class_probs_row(
+                X[r, 0], X[r, 1], X[r, 2], X[r, 3], X[r, 4], X[r, 5], X[r, 6], X[r, 7], m
+            )
             if write_T:
                 T[iu, 0] = t0
                 if K > 1:
@@ -358,22 +347,18 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
     weighted = weight.size > 0
     N[:] = 0.0
     n_k[:] = 0.0
-    t = np.zeros(KP)
-    for i in range(lo, hi):
-        iu = _u64(i)
-        w = weight[iu] if weighted else 1.0
-        for k in range(K):
-            t[k] = T[iu, k] * w if weighted else T[iu, k]
-            n_k[k] += t[k]
-        t0 = t[0]
-        t1 = t[1]
-        t2 = t[2]
-        t3 = t[3]
-        t4 = t[4]
-        t5 = t[5]
-        t6 = t[6]
-        t7 = t[7]
-        _scatter_unit(indptr, indices, data, iu, N, t0, t1, t2, t3, t4, t5, t6, t7)
+    X = np.zeros((_BLOCK, KP))  # lanes k >= K stay 0
+    for blo in range(lo, hi, _BLOCK):
+        bhi = min(blo + _BLOCK, hi)
+        for i in range(blo, bhi):
+            iu = _u64(i)
+            r = _u64(i - blo)
+            w = weight[iu] if weighted else 1.0
+            for k in range(K):
+                t = T[iu, k] * w if weighted else T[iu, k]
+                X[r, k] = t
+                n_k[k] += t
+        _scatter_block(indptr, indices, data, False, blo, bhi, X, N)
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
@@ -389,7 +374,8 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
     Parameters
     ----------
     indptr, indices, data : arrays
-        The CSR count matrix (``data`` float64).
+        The CSR count matrix (``data`` float64); ``data`` empty means every stored count is 1
+        (no loads of the counts, as in :func:`em_iteration`).
     rating : int64 array (J*K,)
         ``rating[j*K + l] = l``.
     known : int64 array (I,) or empty
@@ -398,19 +384,22 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
     N : float64 array (J*K, KP); n_k : float64 array (KP,)
     """
     I = indptr.size - 1
+    ones = data.size == 0 and indices.size > 0  # every stored count is 1
     weighted = weight.size > 0
     has_known = known.size > 0
     N[:] = 0.0
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = 0.0
     uniform = 1.0 / K
     eye = np.eye(KP)
+    X = np.empty((_BLOCK, KP))
     for i in range(I):
         iu = _u64(i)
+        row = i % _BLOCK  # the unit's row in the block buffer (signed, as the block bounds)
         a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
         c = _u64(indptr[iu])
         b = _u64(indptr[iu + _u64(1)])
         while c < b:  # the counts of each rating: one eight-lane FMA with a row of the identity (exact)
-            v = data[c]
+            v = 1.0 if ones else data[c]
             r = _u64(rating[_u64(indices[c])])
             a0 += v * eye[r, 0]
             a1 += v * eye[r, 1]
@@ -457,7 +446,16 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
         n5 += a5
         n6 += a6
         n7 += a7
-        _scatter_unit(indptr, indices, data, iu, N, a0, a1, a2, a3, a4, a5, a6, a7)
+        X[row, 0] = a0
+        X[row, 1] = a1
+        X[row, 2] = a2
+        X[row, 3] = a3
+        X[row, 4] = a4
+        X[row, 5] = a5
+        X[row, 6] = a6
+        X[row, 7] = a7
+        if row == _BLOCK - 1 or i == I - 1:  # the block's expected counts
+            _scatter_block(indptr, indices, data, ones, i - row, i + 1, X, N)
     n_k[0] = n0
     n_k[1] = n1
     n_k[2] = n2

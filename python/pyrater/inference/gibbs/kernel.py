@@ -134,61 +134,37 @@ def log_theta_matrix(theta, J, K, LT):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lanes(indptr, indices, data, LT, log_pi, i, lj):  # pragma: no cover - compiled
-    """``lj[k] = log pi_k + sum_c C[i, c] LT[c, k]`` on eight lanes (K <= 8; LT, log_pi padded)."""
-    a0 = log_pi[0]
-    a1 = log_pi[1]
-    a2 = log_pi[2]
-    a3 = log_pi[3]
-    a4 = log_pi[4]
-    a5 = log_pi[5]
-    a6 = log_pi[6]
-    a7 = log_pi[7]
-    for c in range(indptr[i], indptr[i + 1]):
-        col = indices[c]
-        v = data[c]
-        a0 += v * LT[col, 0]
-        a1 += v * LT[col, 1]
-        a2 += v * LT[col, 2]
-        a3 += v * LT[col, 3]
-        a4 += v * LT[col, 4]
-        a5 += v * LT[col, 5]
-        a6 += v * LT[col, 6]
-        a7 += v * LT[col, 7]
-    lj[0] = a0
-    lj[1] = a1
-    lj[2] = a2
-    lj[3] = a3
-    lj[4] = a4
-    lj[5] = a5
-    lj[6] = a6
-    lj[7] = a7
+def _log_joint_rows(indptr, indices, data, LT, log_pi, lo, hi, K, LJ):  # pragma: no cover - compiled
+    """``LJ[i - lo, k] = log_pi[k] + sum_c C[i, c] LT[c, k]`` for the units ``lo .. hi - 1`` of a block.
 
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _log_joint(indptr, indices, data, LT, log_pi, i, K, lj):  # pragma: no cover - compiled
-    """``lj[k] = log_pi[k] + sum_c C[i, c] LT[c, k]``: eight lanes when K <= 8, else a plain loop."""
-    if K <= KP:
-        _lanes(indptr, indices, data, LT, log_pi, i, lj)
-        return
-    for k in range(K):
-        lj[k] = log_pi[k]
-    for c in range(indptr[i], indptr[i + 1]):
-        col = indices[c]
-        v = data[c]
+    Called once per block, not per unit: an array handed to a function costs numba a
+    reference-count increment and decrement per call (:mod:`pyrater.models._fused`).
+    """
+    for i in range(lo, hi):
+        r = i - lo
         for k in range(K):
-            lj[k] += v * LT[col, k]
+            LJ[r, k] = log_pi[k]
+        for c in range(indptr[i], indptr[i + 1]):
+            col = indices[c]
+            v = data[c]
+            for k in range(K):
+                LJ[r, k] += v * LT[col, k]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _scatter(indptr, indices, data, i, m_i, K, N, n_k):  # pragma: no cover - compiled
-    """Add unit ``i``'s counts to the class-by-rating counts, ``m_i[k]`` items in class ``k``."""
-    for k in range(K):
-        if m_i[k] > 0:
-            mk = float(m_i[k])
-            n_k[k] += mk
-            for c in range(indptr[i], indptr[i + 1]):
-                N[indices[c], k] += data[c] * mk
+def _scatter_rows(indptr, indices, data, lo, hi, Mi, K, N, n_k):  # pragma: no cover - compiled
+    """Add the counts of units ``lo .. hi - 1`` to the class-by-rating counts: ``Mi[i - lo, k]`` items in class ``k``.
+
+    Once per block (see :func:`_log_joint_rows`).
+    """
+    for i in range(lo, hi):
+        r = i - lo
+        for k in range(K):
+            if Mi[r, k] > 0:
+                mk = float(Mi[r, k])
+                n_k[k] += mk
+                for c in range(indptr[i], indptr[i + 1]):
+                    N[indices[c], k] += data[c] * mk
 
 
 _u64 = numba.uint64
@@ -212,6 +188,24 @@ def _uniform_state(rng):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _uniform_scalar(s0, s1, s2, s3):  # pragma: no cover - compiled
+    """:func:`_uniform` on a state held in four scalars: ``(u, s0, s1, s2, s3)``, the same stream.
+
+    The z step's per-unit draw: an array handed to a function costs numba a reference-count
+    increment and decrement per call (:mod:`pyrater.models._fused`), more than the draw itself.
+    """
+    result = _rotl(s1 * _u64(5), 7) * _u64(9)
+    t = s1 << _u64(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 45)
+    return (result >> _u64(11)) * (1.0 / 9007199254740992.0), s0, s1, s2, s3
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _uniform(st):  # pragma: no cover - compiled
     """A uniform double in [0, 1) from the xoshiro256** state ``st`` (advanced in place).
 
@@ -228,6 +222,49 @@ def _uniform(st):  # pragma: no cover - compiled
     st[2] ^= t
     st[3] = _rotl(st[3], 45)
     return (result >> _u64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _draw_block(rng, st, Eb, S, weight, known, blo, bhi, K, m_i, Mi):  # pragma: no cover - compiled
+    """The classes of the items of units ``blo .. bhi - 1``: ``Mi[i - blo, k]`` items of unit ``i`` in class ``k``.
+
+    Unit ``i``'s ``w_i`` items fall in class ``k`` with probability ``Eb[i - blo, k] / S[i - blo]``
+    (a known class takes them all; weight 0: none); one item by inverse CDF, a tally by
+    :func:`_split`.  Once per block, the units in order, so the draws are the stream's in unit order;
+    the stream's state is held in scalars meanwhile (:func:`_uniform_scalar`) and written back.
+    """
+    has_known = known.size > 0
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+    for i in range(blo, bhi):
+        r = i - blo
+        for k in range(K):
+            Mi[r, k] = 0
+        w = weight[i]
+        if w == 0:
+            continue
+        kk = known[i] if has_known else -1
+        if kk >= 0:
+            Mi[r, kk] = w
+        elif w == 1:  # one item: inverse CDF, as _split draws it
+            u, s0, s1, s2, s3 = _uniform_scalar(s0, s1, s2, s3)
+            u *= S[r]
+            z = K - 1
+            acc = 0.0
+            for k in range(K - 1):
+                acc += Eb[r, k]
+                if u < acc:
+                    z = k
+                    break
+            Mi[r, z] = 1
+        else:  # a tally (grouped data): rare enough for _split's arrays
+            for k in range(K):
+                m_i[k] = 0
+            st[0], st[1], st[2], st[3] = s0, s1, s2, s3
+            _split(rng, st, Eb[r], S[r], w, K, m_i)
+            s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+            for k in range(K):
+                Mi[r, k] = m_i[k]
+    st[0], st[1], st[2], st[3] = s0, s1, s2, s3
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -313,6 +350,7 @@ def _z_pass_lanes(
     total = 0.0
     prod = 1.0
     st = _uniform_state(rng) if sample else np.zeros(4, np.uint64)
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]  # the stream's state in scalars (see _uniform_scalar)
     # counts accumulated class-major (rows of one class contiguous: fewer cache lines per scatter)
     Nt = np.zeros((K, N.shape[0])) if sample else np.zeros((K, 0))
     nt_k = np.zeros(K)
@@ -378,17 +416,18 @@ def _z_pass_lanes(
             kk = known[iu] if has_known else -1
             if w == 1 and kk < 0:
                 # one item: its class by inverse CDF, branch-free (the count of cumulative sums <= u)
-                u = _uniform(st) * s
+                u, s0, s1, s2, s3 = _uniform_scalar(s0, s1, s2, s3)
+                u *= s
                 z = 0
                 acc = 0.0
                 for k in range(K - 1):
                     acc += X[r, k]
                     z += 1 if u >= acc else 0
-                Nt_z = Nt[z]
+                zu = _u64(z)
                 c = _u64(indptr[iu])
                 b = _u64(indptr[iu + _u64(1)])
                 while c < b:
-                    Nt_z[_u64(indices[c])] += data[c]
+                    Nt[zu, _u64(indices[c])] += data[c]
                     c += _u64(1)
                 nt_k[z] += 1.0
                 continue
@@ -399,14 +438,15 @@ def _z_pass_lanes(
             else:
                 for k in range(K):
                     e[k] = X[r, k]
+                st[0], st[1], st[2], st[3] = s0, s1, s2, s3  # one stream: _split draws from the array state
                 _split(rng, st, e, s, w, K, m_i)
+                s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
             for k in range(K):
                 if m_i[k] > 0:
                     mk = float(m_i[k])
                     nt_k[k] += mk
-                    Nt_k = Nt[k]
                     for c in range(indptr[i], indptr[i + 1]):
-                        Nt_k[indices[c]] += data[c] * mk
+                        Nt[k, indices[c]] += data[c] * mk
     total += math.log(prod)
     if sample:  # the class-by-rating counts in the caller's layout
         JK = N.shape[0]
@@ -421,55 +461,58 @@ def _z_pass_lanes(
 def _z_pass_plain(
     indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb
 ):  # pragma: no cover - compiled
-    """:func:`z_pass_rb` for K > 8: one unit at a time, a plain loop over the classes."""
+    """:func:`z_pass_rb` for K > 8: blocks of 64 units, a plain loop over the classes.
+
+    The same draws as one unit at a time: the units are visited in order, their counts added
+    in order after each block (:func:`_scatter_rows`).
+    """
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
     write_rb = rb.size > 0
-    lj = np.empty(max(K, KP))
-    e = np.empty(K)
+    LJ = np.empty((_BLOCK, K))
+    Eb = np.empty((_BLOCK, K))  # per block: exp(lj - max), then the class draws' weights
+    S = np.empty(_BLOCK)
+    Mi = np.zeros((_BLOCK, K), np.int64)
     m_i = np.zeros(K, np.int64)
     total = 0.0
     st = _uniform_state(rng) if sample else np.zeros(4, np.uint64)
     if sample:
         N[:, :] = 0.0
         n_k[:] = 0.0
-    for i in range(I):
-        _log_joint(indptr, indices, data, LT, log_pi, i, K, lj)
-        w = weight[i]
-        kk = known[i] if has_known else -1
-        s = 0.0
-        if kk >= 0:
-            ll = lj[kk]
-        else:
-            mx = lj[0]
-            for k in range(1, K):
-                if lj[k] > mx:
-                    mx = lj[k]
-            for k in range(K):
-                e[k] = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
-                s += e[k]
-            ll = mx + math.log(s)
-        if write_ll:
-            ll_row[i] = ll
-        total += w * ll
-        if write_rb:
+    for blo in range(0, I, _BLOCK):
+        bhi = min(blo + _BLOCK, I)
+        _log_joint_rows(indptr, indices, data, LT, log_pi, blo, bhi, K, LJ)
+        for i in range(blo, bhi):
+            r = i - blo
+            w = weight[i]
+            kk = known[i] if has_known else -1
+            s = 0.0
             if kk >= 0:
-                rb[i, kk] += 1.0
+                ll = LJ[r, kk]
             else:
-                inv = 1.0 / s if s > 0.0 else np.nan
+                mx = LJ[r, 0]
+                for k in range(1, K):
+                    if LJ[r, k] > mx:
+                        mx = LJ[r, k]
                 for k in range(K):
-                    rb[i, k] += e[k] * inv
-        if not sample or w == 0:
-            continue
-        # the unit's items over the classes
-        for k in range(K):
-            m_i[k] = 0
-        if kk >= 0:
-            m_i[kk] = w
-        else:
-            _split(rng, st, e, s, w, K, m_i)
-        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
+                    Eb[r, k] = math.exp(LJ[r, k] - mx) if LJ[r, k] > -np.inf else 0.0
+                    s += Eb[r, k]
+                ll = mx + math.log(s)
+            S[r] = s
+            if write_ll:
+                ll_row[i] = ll
+            total += w * ll
+            if write_rb:
+                if kk >= 0:
+                    rb[i, kk] += 1.0
+                else:
+                    inv = 1.0 / s if s > 0.0 else np.nan
+                    for k in range(K):
+                        rb[i, k] += Eb[r, k] * inv
+        if sample:  # the block's classes, then their counts
+            _draw_block(rng, st, Eb, S, weight, known, blo, bhi, K, m_i, Mi)
+            _scatter_rows(indptr, indices, data, blo, bhi, Mi, K, N, n_k)
     return total
 
 
@@ -500,33 +543,36 @@ def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E
     has_known = known.size > 0
     write_ll = ll_row.size > 0
     write_rb = rb.size > 0
-    lj = np.empty(max(K, KP))
+    LJ = np.empty((_BLOCK, K))
     total = 0.0
-    for i in range(I):
-        _log_joint(indptr, indices, data, LT, zero_pad, i, K, lj)
-        kk = known[i] if has_known else -1
-        if kk >= 0:
-            ll = log_pi[kk] + lj[kk]
-        else:
-            mx = lj[0]
-            for k in range(1, K):
-                if lj[k] > mx:
-                    mx = lj[k]
-            s = 0.0
-            for k in range(K):
-                x = math.exp(lj[k] - mx) if lj[k] > -np.inf else 0.0
-                E[i, k] = x
-                s += x * pi[k]
-            ll = mx + math.log(s) if s > 0.0 else -np.inf
-            if write_rb:
-                inv = 1.0 / s if s > 0.0 else np.nan
+    for blo in range(0, I, _BLOCK):
+        bhi = min(blo + _BLOCK, I)
+        _log_joint_rows(indptr, indices, data, LT, zero_pad, blo, bhi, K, LJ)
+        for i in range(blo, bhi):
+            r = i - blo
+            kk = known[i] if has_known else -1
+            if kk >= 0:
+                ll = log_pi[kk] + LJ[r, kk]
+            else:
+                mx = LJ[r, 0]
+                for k in range(1, K):
+                    if LJ[r, k] > mx:
+                        mx = LJ[r, k]
+                s = 0.0
                 for k in range(K):
-                    rb[i, k] += E[i, k] * pi[k] * inv
-        if write_rb and kk >= 0:
-            rb[i, kk] += 1.0
-        if write_ll:
-            ll_row[i] = ll
-        total += weight[i] * ll
+                    x = math.exp(LJ[r, k] - mx) if LJ[r, k] > -np.inf else 0.0
+                    E[i, k] = x
+                    s += x * pi[k]
+                ll = mx + math.log(s) if s > 0.0 else -np.inf
+                if write_rb:
+                    inv = 1.0 / s if s > 0.0 else np.nan
+                    for k in range(K):
+                        rb[i, k] += E[i, k] * pi[k] * inv
+            if write_rb and kk >= 0:
+                rb[i, kk] += 1.0
+            if write_ll:
+                ll_row[i] = ll
+            total += weight[i] * ll
     return total
 
 
@@ -604,27 +650,26 @@ def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k
     """Step 1 of a sweep from kept evidence: ``z_i ~ pi_k E[i, k]`` (tallies split), counts scattered."""
     I = indptr.size - 1
     has_known = known.size > 0
-    e = np.empty(K)
+    Eb = np.zeros((_BLOCK, K))
+    S = np.zeros(_BLOCK)
     m_i = np.zeros(K, np.int64)
+    Mi = np.zeros((_BLOCK, K), np.int64)
     st = _uniform_state(rng)
     N[:, :] = 0.0
     n_k[:] = 0.0
-    for i in range(I):
-        w = weight[i]
-        if w == 0:
-            continue
-        kk = known[i] if has_known else -1
-        for k in range(K):
-            m_i[k] = 0
-        if kk >= 0:
-            m_i[kk] = w
-        else:
+    for blo in range(0, I, _BLOCK):
+        bhi = min(blo + _BLOCK, I)
+        for i in range(blo, bhi):
+            if has_known and known[i] >= 0:
+                continue
+            r = i - blo
             s = 0.0
             for k in range(K):
-                e[k] = pi[k] * E[i, k]
-                s += e[k]
-            _split(rng, st, e, s, w, K, m_i)
-        _scatter(indptr, indices, data, i, m_i, K, N, n_k)
+                Eb[r, k] = pi[k] * E[i, k]
+                s += Eb[r, k]
+            S[r] = s
+        _draw_block(rng, st, Eb, S, weight, known, blo, bhi, K, m_i, Mi)
+        _scatter_rows(indptr, indices, data, blo, bhi, Mi, K, N, n_k)
 
 
 @numba.njit(cache=True, nogil=True)
