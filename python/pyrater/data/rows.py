@@ -20,7 +20,7 @@ def unit_counts(counts: sp.spmatrix) -> bool:
     """Whether every stored count of a count matrix is 1 (no rater rated an item twice; False without counts).
 
     The compiled passes over the counts then skip their loads and multiplies
-    (:func:`pyrater.models._fused.log_joint_block_ones`); callers decide it once per fit.
+    (:func:`pyrater.models._fused.log_joint_block`); callers decide it once per fit.
     """
     data = counts.data
     return bool(data.size) and bool(np.all(data == 1.0))

@@ -235,7 +235,7 @@ def finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7):  # pragma: no cover - compil
 
 
 @numba.njit(inline="always", cache=True)
-def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
+def log_joint_block(indptr, indices, data, ones, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
     """The log joints of units ``blo .. bhi - 1`` on eight lanes, each row minus its maximum.
 
     For unit ``i`` (row ``r = i - blo``) and lane ``k``: ``log pi[k] + sum_c data[c] * LT[indices[c], k]``
@@ -244,10 +244,16 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
     of a block are independent, so their gathers overlap; EM, the Gibbs sampler and the post-fit pass
     share this first stage of their fused kernels (each then exponentiates the block its own way).
 
+    With ``ones`` every stored count is 1 (one rating per item and rater): plain sums of table rows,
+    no loads of the counts and no multiplies (about a sixth of an EM iteration at 10^6 ratings).
+    The choice is made per unit outside the gather loop, so that each loop keeps its vectorised form.
+
     Parameters
     ----------
     indptr, indices, data : arrays
-        The CSR count matrix (``data`` float64).
+        The CSR count matrix (``data`` float64; not read with ``ones``).
+    ones : bool
+        Every stored count is 1 (callers decide it once per pass).
     LT : float64 array (J*K, KP)
         ``LT[j*K + l, k] = log theta[j, k, l]`` (lanes ``k >= K`` zero).
     log_pi : float64 array (KP,)
@@ -274,69 +280,35 @@ def log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M):  
         a7 = log_pi[7]
         c = _u64(indptr[iu])
         b = _u64(indptr[iu + _u64(1)])
-        while c < b:  # unsigned indices: no wraparound checks in the gather loop
-            if c + PREFETCH_AHEAD < nnz:
-                prefetch_row(LT, indices[c + PREFETCH_AHEAD])
-            col = _u64(indices[c])
-            v = data[c]
-            a0 += v * LT[col, 0]
-            a1 += v * LT[col, 1]
-            a2 += v * LT[col, 2]
-            a3 += v * LT[col, 3]
-            a4 += v * LT[col, 4]
-            a5 += v * LT[col, 5]
-            a6 += v * LT[col, 6]
-            a7 += v * LT[col, 7]
-            c += _u64(1)
-        kk = known[iu] if has_known else -1
-        m, x0, x1, x2, x3, x4, x5, x6, x7 = finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7)
-        M[r] = m
-        X[r, 0] = x0
-        X[r, 1] = x1
-        X[r, 2] = x2
-        X[r, 3] = x3
-        X[r, 4] = x4
-        X[r, 5] = x5
-        X[r, 6] = x6
-        X[r, 7] = x7
-
-
-@numba.njit(inline="always", cache=True)
-def log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M):  # pragma: no cover - compiled
-    """:func:`log_joint_block` when every stored count is 1 (one rating per item and rater).
-
-    Plain sums of table rows: no loads of the counts and no multiplies (about a sixth of an EM
-    iteration at 10^6 ratings).  A separate function, not a branch inside the gather loop, so
-    that each loop keeps its vectorised form; callers choose once per pass.
-    """
-    has_known = known.size > 0
-    nnz = _u64(indices.size)
-    for i in range(blo, bhi):
-        iu = _u64(i)
-        r = _u64(i - blo)
-        a0 = log_pi[0]
-        a1 = log_pi[1]
-        a2 = log_pi[2]
-        a3 = log_pi[3]
-        a4 = log_pi[4]
-        a5 = log_pi[5]
-        a6 = log_pi[6]
-        a7 = log_pi[7]
-        c = _u64(indptr[iu])
-        b = _u64(indptr[iu + _u64(1)])
-        while c < b:
-            if c + PREFETCH_AHEAD < nnz:
-                prefetch_row(LT, indices[c + PREFETCH_AHEAD])
-            col = _u64(indices[c])
-            a0 += LT[col, 0]
-            a1 += LT[col, 1]
-            a2 += LT[col, 2]
-            a3 += LT[col, 3]
-            a4 += LT[col, 4]
-            a5 += LT[col, 5]
-            a6 += LT[col, 6]
-            a7 += LT[col, 7]
-            c += _u64(1)
+        if ones:
+            while c < b:
+                if c + PREFETCH_AHEAD < nnz:
+                    prefetch_row(LT, indices[c + PREFETCH_AHEAD])
+                col = _u64(indices[c])
+                a0 += LT[col, 0]
+                a1 += LT[col, 1]
+                a2 += LT[col, 2]
+                a3 += LT[col, 3]
+                a4 += LT[col, 4]
+                a5 += LT[col, 5]
+                a6 += LT[col, 6]
+                a7 += LT[col, 7]
+                c += _u64(1)
+        else:
+            while c < b:  # unsigned indices: no wraparound checks in the gather loop
+                if c + PREFETCH_AHEAD < nnz:
+                    prefetch_row(LT, indices[c + PREFETCH_AHEAD])
+                col = _u64(indices[c])
+                v = data[c]
+                a0 += v * LT[col, 0]
+                a1 += v * LT[col, 1]
+                a2 += v * LT[col, 2]
+                a3 += v * LT[col, 3]
+                a4 += v * LT[col, 4]
+                a5 += v * LT[col, 5]
+                a6 += v * LT[col, 6]
+                a7 += v * LT[col, 7]
+                c += _u64(1)
         kk = known[iu] if has_known else -1
         m, x0, x1, x2, x3, x4, x5, x6, x7 = finish_row(kk, a0, a1, a2, a3, a4, a5, a6, a7)
         M[r] = m
@@ -403,7 +375,7 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
     n = LT.shape[0]
     write_acc = acc.size > 0
     write_ll = ll.size > 0
-    ones = data.size == 0 and indices.size > 0  # every stored count 1: log_joint_block_ones
+    ones = data.size == 0 and indices.size > 0  # every stored count 1 (see log_joint_block)
     X = np.empty((_BLOCK, KP))
     M = np.empty(_BLOCK)
     for tlo in range(lo, hi, tile):
@@ -412,10 +384,7 @@ def draws_pass(indptr, indices, data, known, LT, LP, lo, hi, tile, acc, ll, ll_l
             LTs = LT[s]
             for blo in range(tlo, thi, _BLOCK):
                 bhi = min(blo + _BLOCK, thi)
-                if ones:
-                    log_joint_block_ones(indptr, indices, LTs, LP[s], known, blo, bhi, X, M)
-                else:
-                    log_joint_block(indptr, indices, data, LTs, LP[s], known, blo, bhi, X, M)
+                log_joint_block(indptr, indices, data, ones, LTs, LP[s], known, blo, bhi, X, M)
                 for i in range(blo, bhi):
                     iu = _u64(i)
                     r = _u64(i - blo)

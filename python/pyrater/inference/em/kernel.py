@@ -35,7 +35,7 @@ no per-unit log-likelihood is asked for, ``log`` is not taken per unit but
 of the running product of the row sums ``s`` (each in ``[1, 8]``) whenever
 it exceeds ``2**900``.  When every stored count is 1 (each rater rates an item once, the
 usual crowd design) the caller passes an empty ``data`` and the gather and the scatter skip the
-counts' loads and multiplies (:func:`pyrater.models._fused.log_joint_block_ones`).  Results
+counts' loads and multiplies (:func:`pyrater.models._fused.log_joint_block`).  Results
 agree with the scipy path to rounding (about 1e-15 relative; very small class probabilities,
 whose logs are large, to about 1e-13); the tests check 1e-10 over whole fits.
 
@@ -64,7 +64,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import PREFETCH_AHEAD, class_probs_row, log_joint_block, log_joint_block_ones, prefetch_row
+from ...models._fused import PREFETCH_AHEAD, class_probs_row, log_joint_block, prefetch_row
 
 __all__ = [
     "KP",
@@ -152,10 +152,7 @@ def _em_plain(indptr, indices, data, LT, log_pi, known, lo, hi, N, n_k):  # prag
     prod = 1.0
     for blo in range(lo, hi, _BLOCK):
         bhi = min(blo + _BLOCK, hi)
-        if ones:
-            log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M)
-        else:
-            log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
+        log_joint_block(indptr, indices, data, ones, LT, log_pi, known, blo, bhi, X, M)
         for i in range(blo, bhi):
             r = _u64(i - blo)
             m = M[r]
@@ -252,10 +249,7 @@ def em_iteration(
     for blo in range(lo, hi, _BLOCK):
         bhi = min(blo + _BLOCK, hi)
         # 1. log joint of each unit (the units of a block are independent: their gathers overlap)
-        if ones:
-            log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M)
-        else:
-            log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
+        log_joint_block(indptr, indices, data, ones, LT, log_pi, known, blo, bhi, X, M)
         # 2. log-sum-exp, class probabilities, objective, class totals
         for i in range(blo, bhi):
             iu = _u64(i)

@@ -68,7 +68,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import exp_nonpos, log_joint_block, log_joint_block_ones
+from ...models._fused import exp_nonpos, log_joint_block
 
 __all__ = [
     "run_chain",
@@ -189,10 +189,14 @@ def _uniform_state(rng):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _uniform_scalar(s0, s1, s2, s3):  # pragma: no cover - compiled
-    """:func:`_uniform` on a state held in four scalars: ``(u, s0, s1, s2, s3)``, the same stream.
+    """A uniform double in [0, 1) from the xoshiro256** state ``(s0, s1, s2, s3)``: ``(u, s0, s1, s2, s3)``.
 
-    The z step's per-unit draw: an array handed to a function costs numba a reference-count
-    increment and decrement per call (:mod:`pyrater.models._fused`), more than the draw itself.
+    The z step draws one uniform per item; numba's ``Generator.random`` costs
+    about 40 ns a call, this about 1 ns.  The stream is seeded from the chain's
+    Generator at the start of every pass, so the draws still depend on the seed only.
+    The state is held in scalars: an array handed to a function per item would cost numba a
+    reference-count increment and decrement per call (:mod:`pyrater.models._fused`), more
+    than the draw itself.
     """
     result = _rotl(s1 * _u64(5), 7) * _u64(9)
     t = s1 << _u64(17)
@@ -207,21 +211,10 @@ def _uniform_scalar(s0, s1, s2, s3):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _uniform(st):  # pragma: no cover - compiled
-    """A uniform double in [0, 1) from the xoshiro256** state ``st`` (advanced in place).
-
-    The z step draws one uniform per item; numba's ``Generator.random`` costs
-    about 40 ns a call, this about 1 ns.  The stream is seeded from the chain's
-    Generator at the start of every pass, so the draws still depend on the seed only.
-    """
-    result = _rotl(st[1] * _u64(5), 7) * _u64(9)
-    t = st[1] << _u64(17)
-    st[2] ^= st[0]
-    st[3] ^= st[1]
-    st[1] ^= st[2]
-    st[0] ^= st[3]
-    st[2] ^= t
-    st[3] = _rotl(st[3], 45)
-    return (result >> _u64(11)) * (1.0 / 9007199254740992.0)
+    """:func:`_uniform_scalar` on the state array ``st`` (advanced in place): for the tallies' draws."""
+    u, s0, s1, s2, s3 = _uniform_scalar(st[0], st[1], st[2], st[3])
+    st[0], st[1], st[2], st[3] = s0, s1, s2, s3
+    return u
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -320,7 +313,7 @@ def z_pass_rb(
     are the Rao-Blackwellised class probabilities, at the cost of one addition
     per class and unit.  ``ones``: every stored count is 1 (:func:`unit_counts`,
     decided once per chain or partition), so the gather skips the counts
-    (:func:`pyrater.models._fused.log_joint_block_ones`).
+    (:func:`pyrater.models._fused.log_joint_block`).
     """
     if K <= KP:
         return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones)
@@ -357,10 +350,7 @@ def _z_pass_lanes(
     for blo in range(0, I, _BLOCK):
         bhi = min(blo + _BLOCK, I)
         # 1. log joints of the block (independent gathers the CPU overlaps)
-        if ones:
-            log_joint_block_ones(indptr, indices, LT, log_pi, known, blo, bhi, X, M)
-        else:
-            log_joint_block(indptr, indices, data, LT, log_pi, known, blo, bhi, X, M)
+        log_joint_block(indptr, indices, data, ones, LT, log_pi, known, blo, bhi, X, M)
         # 2. exponentials on eight lanes, and the normalisers
         for rr in range(bhi - blo):
             r = _u64(rr)
