@@ -210,14 +210,6 @@ def _uniform_scalar(s0, s1, s2, s3):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _uniform(st):  # pragma: no cover - compiled
-    """:func:`_uniform_scalar` on the state array ``st`` (advanced in place): for the tallies' draws."""
-    u, s0, s1, s2, s3 = _uniform_scalar(st[0], st[1], st[2], st[3])
-    st[0], st[1], st[2], st[3] = s0, s1, s2, s3
-    return u
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _draw_block(rng, st, Eb, S, weight, known, blo, bhi, K, m_i, Mi):  # pragma: no cover - compiled
     """The classes of the items of units ``blo .. bhi - 1``: ``Mi[i - blo, k]`` items of unit ``i`` in class ``k``.
 
@@ -252,28 +244,19 @@ def _draw_block(rng, st, Eb, S, weight, known, blo, bhi, K, m_i, Mi):  # pragma:
         else:  # a tally (grouped data): rare enough for _split's arrays
             for k in range(K):
                 m_i[k] = 0
-            st[0], st[1], st[2], st[3] = s0, s1, s2, s3
-            _split(rng, st, Eb[r], S[r], w, K, m_i)
-            s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+            _split(rng, Eb[r], S[r], w, K, m_i)
             for k in range(K):
                 Mi[r, k] = m_i[k]
     st[0], st[1], st[2], st[3] = s0, s1, s2, s3
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _split(rng, st, e, s, w, K, m_i):  # pragma: no cover - compiled
-    """Put a unit's ``w`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed)."""
-    if w == 1:
-        u = _uniform(st) * s
-        z = K - 1
-        acc = 0.0
-        for k in range(K - 1):
-            acc += e[k]
-            if u < acc:
-                z = k
-                break
-        m_i[z] = 1
-        return
+def _split(rng, e, s, w, K, m_i):  # pragma: no cover - compiled
+    """Put a tally of ``w >= 2`` items over the classes with probabilities ``e / s`` into ``m_i`` (zeroed).
+
+    A multinomial draw by conditional binomials from the chain's Generator; one item is drawn by
+    inverse CDF from the uniform stream where the callers hold it (:func:`_draw_block`).
+    """
     rem = w  # multinomial split of the pattern's tally by conditional binomials
     rest = s
     for k in range(K - 1):
@@ -428,9 +411,7 @@ def _z_pass_lanes(
             else:
                 for k in range(K):
                     e[k] = X[r, k]
-                st[0], st[1], st[2], st[3] = s0, s1, s2, s3  # one stream: _split draws from the array state
-                _split(rng, st, e, s, w, K, m_i)
-                s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+                _split(rng, e, s, w, K, m_i)
             for k in range(K):
                 if m_i[k] > 0:
                     mk = float(m_i[k])
