@@ -363,15 +363,9 @@ def _exact_units(fit: Any, tail: int, budget: float, progress: bool) -> tuple[np
     return elpd, k, lppd
 
 
-def _item_index(fit: Any) -> pd.Index:
-    """Item labels of the LOO unit (grouped data: 1 .. n_items in pattern order; :attr:`RatingData.item_index`)."""
-    return fit.data.item_index
-
-
 def _expand(fit: Any, per_unit: np.ndarray) -> np.ndarray:
-    """Per-unit values repeated by the tallies: one value per item."""
-    d = fit.data
-    return np.repeat(per_unit, d.weight) if d.is_grouped else per_unit
+    """Per-unit values as one value per item (:attr:`RatingData.unit_of_item`; grouped data: by the tallies)."""
+    return per_unit[fit.data.unit_of_item]
 
 
 def _good_k(n_samples: int) -> float:
@@ -392,7 +386,7 @@ def _loo_exact(fit: Any, budget: float, warn: bool, progress: bool) -> ELPD:
     r_eff = _r_eff(fit)
     elpd_u, k_u, lppd_u = _exact_units(fit, _tail_length(S, r_eff), budget, progress)
     elpd_i, k_i, lppd_i = (_expand(fit, v) for v in (elpd_u, k_u, lppd_u))
-    items = _item_index(fit)
+    items = fit.data.item_index
     bad = np.flatnonzero(k_i > PARETO_K_THRESHOLD)
     if warn and bad.size:
         _warn_bad(items, bad)
@@ -501,7 +495,7 @@ def _loo_subsample(fit: Any, items_idx: np.ndarray, warn: bool, progress: bool) 
     total, var_total, var_y = srs_diff_est(approx, y, items_idx)
     m = y.size
     p_hat = N * float(p_i.mean())
-    all_items = _item_index(fit)
+    all_items = fit.data.item_index
     items = all_items[items_idx]
     bad = np.flatnonzero(k > PARETO_K_THRESHOLD)
     if warn and bad.size:
@@ -695,7 +689,7 @@ def waic(fit: Fit, *, max_memory_gib: float | None = None, progress: bool | None
         elpd=float(elpd_i.sum()),
         se=float(np.sqrt(n * np.var(elpd_i))),
         p=float(p_i.sum()),
-        elpd_i=pd.Series(elpd_i, index=_item_index(f), name="elpd_waic_i"),
+        elpd_i=pd.Series(elpd_i, index=f.data.item_index, name="elpd_waic_i"),
         pareto_k=None,
         n_bad_k=n_bad,
         warning=bool(n_bad),
@@ -814,7 +808,7 @@ def _positions(res: ELPD, fit: Any) -> np.ndarray:
     """Positions (0 .. N-1) of the items whose elpd ``res`` computed exactly."""
     if res.method != "subsample":  # exact LOO and K-fold: every item
         return np.arange(res.n_data_points)
-    return _item_index(fit).get_indexer(res.elpd_i.index)
+    return fit.data.item_index.get_indexer(res.elpd_i.index)
 
 
 def _approx(res: ELPD) -> np.ndarray:

@@ -222,7 +222,7 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
     >>> e = pyrater.em(data, method="map")          # doctest: +SKIP
     >>> pyrater.kfold(e, k=10, seed=1).elpd          # doctest: +SKIP
     """
-    from .compare import ELPD, _item_index
+    from .compare import ELPD
 
     k = check_int("k", k, 2)
     checked = check_seed(seed)
@@ -260,7 +260,7 @@ def kfold(fit: Fit, k: int = DEFAULT_FOLDS, *, seed: int | None = None, progress
         elpd=elpd,
         se=float(np.sqrt(n_items * np.var(elpd_i))),
         p=lpd - elpd,
-        elpd_i=pd.Series(elpd_i, index=_item_index(fit), name="elpd_kfold"),
+        elpd_i=pd.Series(elpd_i, index=data.item_index, name="elpd_kfold"),
         pareto_k=None,
         n_bad_k=0,
         warning=False,
