@@ -346,11 +346,19 @@ def test_the_compiled_dawid_skene_m_step_equals_the_numpy_one(prior):
         add = _numba.aligned_zeros((J * K, _fused.KP))
         add[:, :K] = (beta - 1.0).transpose(0, 2, 1).reshape(J * K, K)
     theta, empty = np.empty((J, K, K)), np.empty((J, K), dtype=bool)
-    _numba.run(_fused.dawid_skene_theta, N, add, theta, empty)
+    no_prev = np.empty((0, 0, 0))
+    assert np.isnan(_numba.run(_fused.dawid_skene_theta, N, add, theta, empty, no_prev))  # no change without prev
     np.testing.assert_allclose(theta, theta_ref, rtol=1e-14, atol=1e-16)
     np.testing.assert_array_equal(empty, empty_ref)
     assert empty[0].all() != prior  # ML: rater 0's rows are empty (uniform); the prior fills them
     np.testing.assert_allclose(theta.sum(-1), 1.0, rtol=1e-14)
+    # the stopping rule's change of theta, computed on the way: exactly numpy's max |theta - prev|
+    prev = rng.dirichlet(np.ones(K), size=(J, K))
+    change = _fused.dawid_skene_theta(N, add, theta, empty, prev)
+    assert change == np.max(np.abs(theta - prev)) > 0
+    assert _fused.dawid_skene_theta(N, add, theta, empty, theta.copy()) == 0.0
+    prev[J - 1, 0, 0] = np.nan  # a NaN anywhere gives NaN, as np.max does
+    assert np.isnan(_fused.dawid_skene_theta(N, add, theta, empty, prev))
 
 
 def test_the_compiled_m_step_takes_a_row_whose_total_is_subnormal_as_numpy_does():
@@ -366,7 +374,7 @@ def test_the_compiled_m_step_takes_a_row_whose_total_is_subnormal_as_numpy_does(
     n_k = N[:, :K].sum(0)
     pi_ref, theta_ref, empty_ref = m_step_from_counts(n_k, N[:, :K], J, K, "dawid_skene", None)
     theta, empty = np.empty((J, K, K)), np.empty((J, K), dtype=bool)
-    _numba.run(_fused.dawid_skene_theta, N, np.empty((0, _fused.KP)), theta, empty)
+    _numba.run(_fused.dawid_skene_theta, N, np.empty((0, _fused.KP)), theta, empty, np.empty((0, 0, 0)))
     assert np.isfinite(theta).all()
     np.testing.assert_array_equal(theta[1, 1], [1.0, 0.0, 0.0])  # all of that row's (tiny) count on rating 0
     np.testing.assert_allclose(theta, theta_ref, rtol=1e-14, atol=0)
@@ -549,3 +557,48 @@ def test_a_compile_that_numbas_cache_cannot_serve_is_announced_once(monkeypatch,
     em(simulate_dawid_skene(20, 3, n_categories=2, seed=1).data, backend="numba", method="ml")
     assert fused._on_disk(_fused.em_iteration)
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_prefer_wide_vectors_marks_the_calling_function_only():
+    # the kernels ask LLVM for 512-bit vectors through a per-function attribute (no global numba
+    # option); a function that does not call the intrinsic keeps LLVM's default
+    import numba
+
+    from pyrater.models._fused import prefer_wide_vectors
+
+    @numba.njit(cache=False)
+    def wide(x):
+        prefer_wide_vectors()
+        return x + 1.0
+
+    @numba.njit(cache=False)
+    def plain(x):
+        return x + 1.0
+
+    assert wide(1.0) == plain(1.0) == 2.0
+    attr = '"prefer-vector-width"="512"'
+    assert attr in "".join(wide.inspect_llvm().values())
+    assert attr not in "".join(plain.inspect_llvm().values())
+
+
+def test_the_stopping_rule_takes_the_m_steps_change_of_theta_as_its_own():
+    # the fused Dawid-Skene M-step hands Convergence max |theta - previous theta|; the rule must
+    # then decide exactly as when it compares its own copy of theta
+    from pyrater.inference.em.convergence import Convergence
+
+    rng = np.random.default_rng(7)
+    J, K = 6, 3
+    thetas = [rng.dirichlet(np.ones(K), size=(J, K))]
+    for t in range(12):  # geometrically settling parameters, as EM's
+        thetas.append(thetas[-1] + 0.5**t * 1e-3 * rng.standard_normal((J, K, K)))
+    pis = [np.full(K, 1.0 / K) + 1e-9 * t for t in range(len(thetas))]
+    trace = list(-100.0 - 0.5 ** np.arange(len(thetas)))
+    own, given = Convergence(1e-8, 1e-6), Convergence(1e-8, 1e-6)
+    for t in range(len(thetas)):
+        change = None if t == 0 else float(np.max(np.abs(thetas[t] - thetas[t - 1])))
+        a = own.settled(trace[: t + 1], pis[t], thetas[t])
+        b = given.settled(trace[: t + 1], pis[t], thetas[t], theta_change=change)
+        assert a == b and own.want_T == given.want_T
+        assert own.deltas == given.deltas
+        np.testing.assert_equal(own.param_distance, given.param_distance)
+    assert own.deltas and given.prev is not None and given.prev[1] is None  # no copy of theta kept

@@ -289,13 +289,14 @@ class _FusedKernel:
         self.no_T = np.empty((0, prob.K))
         self.no_ll = np.empty(0)
         self.no_N = np.empty((0, KP))
+        self.no_theta = np.empty((0, 0, 0))
         compile_for(fused.em_iteration, *self._args(0, np.zeros(KP), self.no_T, self.N[0]))
         self.J = prob.J
         self.kind = kind
         self._add: tuple[MapPrior, np.ndarray] | None = None  # (prior, its pseudo-counts in the padded layout)
         if kind == "dawid_skene":
             theta, empty = np.empty((prob.J, prob.K, prob.K)), np.empty((prob.J, prob.K), dtype=bool)
-            compile_for(fused.dawid_skene_theta, self.N[0], self.no_N, theta, empty)
+            compile_for(fused.dawid_skene_theta, self.N[0], self.no_N, theta, empty, self.no_theta)
 
     def m_step_sums(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``n_k`` (K,) and the expected counts (J*K, K) (a view) from class probabilities ``T``."""
@@ -325,14 +326,26 @@ class _FusedKernel:
         table (:func:`pyrater.inference.em.kernel.dawid_skene_theta`, the same numbers to
         rounding); the other kinds go through :func:`m_step_from_counts`.
         """
+        return self.step(sums, prior, theta_prev)[:3]
+
+    def step(
+        self, sums: tuple[np.ndarray, np.ndarray], prior: MapPrior | None, theta_prev: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None]:
+        """:meth:`m_step` and ``max |theta - theta_prev|`` (None when not computed on the way).
+
+        The Dawid-Skene model's pass computes the change of the error matrices while it
+        writes them, so that the stopping rule needs no second pass over both
+        (:meth:`Convergence.settled`'s ``theta_change``).
+        """
         n_k, N_flat = sums
         if self.kind != "dawid_skene" or not np.may_share_memory(N_flat, self.N[0]):
-            return m_step_from_counts(n_k, N_flat, self.J, self.K, self.kind, prior, theta_prev)
+            return (*m_step_from_counts(n_k, N_flat, self.J, self.K, self.kind, prior, theta_prev), None)
         pi = pi_from_counts(n_k, prior)
         theta = np.empty((self.J, self.K, self.K))
         empty = np.empty((self.J, self.K), dtype=bool)
-        self.fused.dawid_skene_theta(self.N[0], self._pseudo_counts(prior), theta, empty)
-        return pi, theta, empty
+        prev = self.no_theta if theta_prev is None else theta_prev
+        change = self.fused.dawid_skene_theta(self.N[0], self._pseudo_counts(prior), theta, empty, prev)
+        return pi, theta, empty, (None if theta_prev is None else change)
 
     def _pseudo_counts(self, prior: MapPrior | None) -> np.ndarray:
         """``beta - 1`` of a Dawid-Skene MAP prior in the padded layout of the count table (empty for ML)."""
@@ -446,6 +459,7 @@ def _run_fused(
             )
             done, sq_info = sq.evaluations, sq.info()
         kept = len(trace)
+        change = None  # max |theta - previous theta| when the M-step computed it
         for it in range(max_iter - done):
             if bar is not None:
                 bar.update()
@@ -456,7 +470,7 @@ def _run_fused(
             ll, n_k, N_flat = kern(pi, theta, ex, T=T if (last or want_T) else None, counts=not last)
             obj = ll if prior is None else ll + prior.log_density(pi, theta)
             trace.append(obj)
-            if conv.settled(trace, pi, theta):
+            if conv.settled(trace, pi, theta, theta_change=change):
                 if want_T and conv.classes_settled(T):
                     converged = True
                     break
@@ -464,7 +478,7 @@ def _run_fused(
                 conv.reset_classes()
             if not last:
                 assert n_k is not None and N_flat is not None  # this pass ran with counts=True
-                pi, theta, empty = kern.m_step((n_k, N_flat), prior, theta)
+                pi, theta, empty, change = kern.step((n_k, N_flat), prior, theta)
         # stopped by convergence the T of the last pass is the estimate's; a run stopped at max_iter
         # wrote it in its last pass too
     sq_info["e_steps"] = done + len(trace) - kept

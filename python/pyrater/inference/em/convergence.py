@@ -66,7 +66,7 @@ class Convergence:
     def __init__(self, tol: float, param_tol: float) -> None:
         self.tol = tol
         self.param_tol = param_tol
-        self.prev: tuple[np.ndarray, np.ndarray] | None = None
+        self.prev: tuple[np.ndarray, np.ndarray | None] | None = None
         self.deltas: list[float] = []
         self.param_change = np.nan
         self.param_distance = np.nan
@@ -76,17 +76,28 @@ class Convergence:
         self.want_T = False
         self._buf: np.ndarray | None = None  # theta - prev, reused (see _max_change)
 
-    def settled(self, trace: list[float], pi: np.ndarray, theta: np.ndarray) -> bool:
-        """Rules 1 and 2 at the latest iteration (call once per iteration)."""
+    def settled(self, trace: list[float], pi: np.ndarray, theta: np.ndarray, theta_change: float | None = None) -> bool:
+        """Rules 1 and 2 at the latest iteration (call once per iteration).
+
+        ``theta_change``: ``max |theta - theta of the previous call|`` when the caller has
+        computed it (the fused Dawid-Skene M-step does, on its way); then no copy of theta is
+        kept.  A caller that gives it once gives it at every later call.
+        """
         if self.prev is not None:
-            d = max(float(np.max(np.abs(pi - self.prev[0]))), self._max_change(theta, self.prev[1]))
+            if theta_change is None:
+                prev_theta = self.prev[1]
+                assert prev_theta is not None, "theta_change was given at the previous call"
+                d_theta = self._max_change(theta, prev_theta)
+            else:
+                d_theta = theta_change
+            d = max(float(np.max(np.abs(pi - self.prev[0]))), d_theta)
             self.deltas.append(d)
             self.param_change = d
             ratios = [b / a if a > 0 else 0.0 for a, b in zip(self.deltas[-4:-1], self.deltas[-3:])]
             r = max(ratios) if ratios else np.inf
             # changes of 1e-13 and below are rounding noise, their ratios meaningless
             self.param_distance = 0.0 if d <= _ROUNDING else (d * r / (1.0 - r) if r < 1 else np.inf)
-        self.prev = (pi.copy(), theta.copy())
+        self.prev = (pi.copy(), theta.copy() if theta_change is None else None)
         if len(trace) < 2 or not self.deltas:
             self.want_T = False
             return False

@@ -28,7 +28,9 @@ padded lanes of ``log pi`` are ``-inf`` (so their probabilities are exactly
 0) and those of ``LT`` are 0.  The per-unit work is written on eight scalar
 lanes so that LLVM's SLP vectoriser turns it into 8-wide SIMD; numba switches
 that pass off by default, so :func:`compile_for` compiles the kernels with it
-switched on for that compilation only.  ``exp`` is the branch-free polynomial
+switched on for that compilation only; each kernel asks LLVM for 512-bit vectors where the CPU
+has them (:func:`pyrater.models._fused.prefer_wide_vectors`: one vector per row, not two
+halves).  ``exp`` is the branch-free polynomial
 shared with the Gibbs sampler and the post-fit passes
 (:func:`pyrater.models._fused.exp_nonpos`) so that it vectorises too.  When all unit weights are 1 and
 no per-unit log-likelihood is asked for, ``log`` is not taken per unit but
@@ -64,7 +66,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import PREFETCH_AHEAD, class_probs_row, log_joint_block, prefetch_row
+from ...models._fused import PREFETCH_AHEAD, class_probs_row, log_joint_block, prefer_wide_vectors, prefetch_row
 
 __all__ = [
     "KP",
@@ -143,6 +145,7 @@ def _em_plain(indptr, indices, data, LT, log_pi, known, lo, hi, N, n_k):  # prag
     branches for weights and outputs (and the code they bring) the pass is about 8% faster at
     10^6 ratings.  ``N`` (non-empty) and ``n_k`` are overwritten; returns ``sum_i ll_i``.
     """
+    prefer_wide_vectors()
     ones = data.size == 0 and indices.size > 0  # every stored count is 1
     N[:] = 0.0
     X = np.empty((_BLOCK, KP))
@@ -232,6 +235,7 @@ def em_iteration(
     float
         ``sum_i w_i ll_i`` over the units processed.
     """
+    prefer_wide_vectors()
     ones = data.size == 0 and indices.size > 0  # every stored count is 1
     weighted = weight.size > 0
     write_T = T.size > 0
@@ -337,6 +341,7 @@ def expected_counts(indptr, indices, data, T, weight, lo, hi, N, n_k):  # pragma
     scatter as in :func:`em_iteration`, for the first M-step of a run.
     ``weight`` empty means all weights are 1.
     """
+    prefer_wide_vectors()
     K = T.shape[1]
     weighted = weight.size > 0
     N[:] = 0.0
@@ -377,6 +382,7 @@ def majority_sums(indptr, indices, data, rating, known, weight, K, N, n_k):  # p
     K : int
     N : float64 array (J*K, KP); n_k : float64 array (KP,)
     """
+    prefer_wide_vectors()
     I = indptr.size - 1
     ones = data.size == 0 and indices.size > 0  # every stored count is 1
     weighted = weight.size > 0
@@ -534,7 +540,7 @@ def vote_shares(indptr, indices, data, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"contract"})
-def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
+def dawid_skene_theta(N, add, theta, empty, prev):  # pragma: no cover - compiled
     """The Dawid-Skene M-step's error matrices from the fused pass's expected counts, in one pass.
 
     ``theta[j, k, l] = (N[j*K + l, k] + add[j, k, l]) / sum_l (...)``, a row without any
@@ -555,8 +561,22 @@ def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
         ``add[j*K + l, k] = beta[j, k, l] - 1``; empty for maximum likelihood.
     theta : float64 array (J, K, K), empty : bool array (J, K)
         Outputs.
+    prev : float64 array (J, K, K) or empty
+        The previous error matrices, or empty.
+
+    Returns
+    -------
+    float
+        ``max |theta - prev|`` over all entries (the stopping rule's change of theta,
+        :class:`pyrater.inference.em.convergence.Convergence`, computed here while the new
+        matrices are in registers instead of in a second pass over both); NaN when ``prev`` is
+        empty.
     """
+    prefer_wide_vectors()
     J, K, _ = theta.shape
+    has_prev = prev.size > 0
+    change = 0.0
+    bad = not has_prev
     has_add = add.size > 0
     uniform = 1.0 / K
     tot = np.empty(KP)
@@ -580,6 +600,15 @@ def dawid_skene_theta(N, add, theta, empty):  # pragma: no cover - compiled
             if none:
                 for l in range(K):
                     theta[j, k, l] = uniform
+        if has_prev:
+            for k in range(K):
+                for l in range(K):
+                    d = abs(theta[j, k, l] - prev[j, k, l])
+                    if d > change:
+                        change = d
+                    elif d != d:  # NaN wins, as in np.max
+                        bad = True
+    return np.nan if bad else change
 
 
 # ------------------------------------------------------------------ helpers (Python)

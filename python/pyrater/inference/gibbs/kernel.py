@@ -68,7 +68,7 @@ import math
 import numba
 import numpy as np
 
-from ...models._fused import exp_nonpos, log_joint_block
+from ...models._fused import exp_nonpos, log_joint_block, prefer_wide_vectors
 
 __all__ = [
     "run_chain",
@@ -124,6 +124,7 @@ def _dirichlet_into(rng, shape, out):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def log_theta_matrix(theta, J, K, LT):  # pragma: no cover - compiled
     """``LT[j*K + l, k] = log theta[j, k, l]`` (theta (J, K, K), or (1, K, K) shared by all raters)."""
+    prefer_wide_vectors()
     shared = theta.shape[0] == 1
     for j in range(J):
         jj = 0 if shared else j
@@ -298,6 +299,7 @@ def z_pass_rb(
     decided once per chain or partition), so the gather skips the counts
     (:func:`pyrater.models._fused.log_joint_block`).
     """
+    prefer_wide_vectors()
     if K <= KP:
         return _z_pass_lanes(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones)
     return _z_pass_plain(indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb)
@@ -308,6 +310,7 @@ def _z_pass_lanes(
     indptr, indices, data, weight, known, log_pi, LT, K, rng, sample, ll_row, N, n_k, rb, ones
 ):  # pragma: no cover - compiled
     """:func:`z_pass_rb` for K <= 8: blocks of 64 units, exponentials on eight SIMD lanes."""
+    prefer_wide_vectors()
     I = indptr.size - 1
     ninf = -np.inf
     has_known = known.size > 0
@@ -437,6 +440,7 @@ def _z_pass_plain(
     The same draws as one unit at a time: the units are visited in order, their counts added
     in order after each block (:func:`_scatter_rows`).
     """
+    prefer_wide_vectors()
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
@@ -510,6 +514,7 @@ def _g_pass(indptr, indices, data, weight, known, pi, log_pi, zero_pad, LT, K, E
     and writes the per-unit terms to ``ll_row`` unless it is empty; adds the
     class probabilities ``pi_k E[i, k] / sum_k pi_k E[i, k]`` to ``rb`` unless it is empty.
     """
+    prefer_wide_vectors()
     I = indptr.size - 1
     has_known = known.size > 0
     write_ll = ll_row.size > 0
@@ -619,6 +624,7 @@ def _pi_moves(pi, E, weight, known, a, n_moves, scale, d, rng, prop, stats):  # 
 @numba.njit(cache=True, nogil=True)
 def _z_from_evidence(indptr, indices, data, weight, known, pi, E, K, rng, N, n_k):  # pragma: no cover - compiled
     """Step 1 of a sweep from kept evidence: ``z_i ~ pi_k E[i, k]`` (tallies split), counts scattered."""
+    prefer_wide_vectors()
     I = indptr.size - 1
     has_known = known.size > 0
     Eb = np.zeros((_BLOCK, K))
@@ -949,6 +955,7 @@ def init_state(kind, p):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def parameter_step(kind, J, K, N, n_k, alpha, beta, beta1, beta2, rng, pi, theta, p, shape, row):  # pragma: no cover
     """Step 2 of a sweep: pi, theta (and p) from their conditionals given the counts."""
+    prefer_wide_vectors()
     for k in range(K):
         shape[k] = alpha[k] + n_k[k]
     _dirichlet_into(rng, shape, pi)
@@ -1118,6 +1125,7 @@ def run_chain(
         Sum over the kept draws of the class probabilities ``P(z_i | y_i, pi_s, theta_s)``
         (computed by the z step after each kept draw, and by one last pass), or empty.
     """
+    prefer_wide_vectors()
     JK = N0.shape[0]
     J = JK // K
     I = indptr.size - 1
