@@ -187,7 +187,9 @@ def prefer_wide_vectors(typingctx):
     results are bit for bit those of the 256-bit code (checked on EM, the Gibbs sampler and the
     draws pass); at 10^6 ratings an EM iteration is about 13% faster on an Intel Xeon
     (``bench/RESULTS_em.md``).  Call it first in each kernel whose loops should widen
-    (helpers inlined with ``inline="always"`` are part of their caller).
+    (helpers inlined with ``inline="always"`` are part of their caller), and in each kernel that
+    calls one (``z_pass_rb``, ``run_chain``): LLVM may inline the callee, and its vectors then
+    take the caller's width.
     """
 
     def codegen(context, builder, sig, args):
