@@ -309,6 +309,56 @@ def test_auto_arguments_are_checked_before_any_fit():
     assert _default_candidates("gibbs", 3, 500)[1] == {}
 
 
+def test_auto_refuses_fewer_items_than_folds_before_any_fit(monkeypatch):
+    """Fewer than 10 items: "auto"'s 10-fold scores (point fits, the vote model) cannot be made; said up front."""
+    sim = pyrater.simulate("dawid_skene", 6, 3, n_categories=2, seed=1)
+    fitted = []
+    real_fit = pyrater.fitting.fit
+
+    def spy(*args, **kwargs):
+        fitted.append(args[1] if len(args) > 1 else kwargs.get("model"))
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(pyrater.fitting, "fit", spy)
+    with pytest.raises(
+        ValueError, match=r"method='em' scores its candidates .* needs at least 10 items; the data hold 6"
+    ):
+        pyrater.fitting.fit(sim.data, "auto")
+    with pytest.raises(ValueError, match=r"vote model, the baseline .* needs at least 10 items; the data hold 6"):
+        pyrater.fitting.fit(sim.data, "auto", method="gibbs")
+    assert fitted == ["auto", "auto"]  # no candidate was fitted
+    monkeypatch.undo()
+    # with known items there is no baseline, and the samplers' PSIS-LOO needs no folds
+    known = {sim.data.unit_labels[0]: sim.data.categories[int(sim.z[0])]}
+    f = _quiet_fit(
+        sim.data,
+        "auto",
+        method="gibbs",
+        known=known,
+        candidates=["dawid_skene", "one_coin"],
+        seed=1,
+        draws=100,
+        warmup=100,
+        chains=2,
+        progress=False,
+    )
+    assert f.model_choice.chosen in ("dawid_skene", "one_coin") and BASELINE_NAME not in f.model_choice.table.index
+    # compare(baseline=True) says the same before any LOO
+    g = f.model_choice.fits["one_coin"]
+    with pytest.raises(ValueError, match="baseline=True needs fits without known items"):
+        pyrater.compare({"g": g}, baseline=True)
+    h = _quiet_fit(sim.data, "one_coin", method="gibbs", seed=1, draws=100, warmup=100, chains=2, progress=False)
+    with pytest.raises(ValueError, match="vote model by 10-fold .* needs at least 10 items; the data hold 6"):
+        pyrater.compare({"h": h}, baseline=True)
+    assert "_loo_result" not in h.__dict__  # refused before any LOO
+
+
+def test_the_reason_writes_small_elpd_differences_with_a_digit_that_is_not_zero():
+    from pyrater.checking.choose import _nats
+
+    assert [_nats(x) for x in (-0.03, -0.0004, 0.0, 1.25, -4.0)] == ["-0.03", "-0.0004", "+0", "+1.2", "-4.0"]
+
+
 def test_auto_lifts_priors_below_one_for_the_mode_and_says_so():
     sim = pyrater.simulate("dawid_skene", 150, 5, n_categories=5, raters_per_item=4, seed=2)
     f = _quiet_fit(sim.data, "auto", seed=3, progress=False, candidates=["dawid_skene", "one_coin"])

@@ -422,6 +422,7 @@ def _fit_auto(
     gold_codes = data.known_codes(gold, what="gold")  # bad gold items too
     if gold_codes is not None and not np.any(gold_codes >= 0):
         raise ValueError("gold is empty: give {item label: true category label} for at least one item")
+    _check_enough_items(data, method, has_known=known is not None and len(known) > 0)
     seed = resolve_seed(seed)
     given = {k: v for k, v in options.items() if v is not None}
     given.update(_auto_log_lik(data, method, candidates, given))
@@ -440,6 +441,28 @@ def _fit_auto(
         progress=progress,
     )
     return best
+
+
+def _check_enough_items(data: RatingData, method: str, *, has_known: bool) -> None:
+    """Refuse, before any fit, data with too few items for "auto"'s K-fold scores.
+
+    Point fits are scored by 10-fold cross-validation over items, and so is
+    majority vote's vote model (the baseline row, added unless items are
+    known): both need at least 10 items.
+    """
+    from .checking.kfold import DEFAULT_FOLDS
+
+    if data.n_items >= DEFAULT_FOLDS or (method not in ("em", "optimize") and has_known):
+        return
+    scored = (
+        f"with method={method!r} scores its candidates (and majority vote's vote model)"
+        if method in ("em", "optimize")
+        else "scores majority vote's vote model, the baseline beside its candidates,"
+    )
+    raise ValueError(
+        f"model='auto' {scored} by {DEFAULT_FOLDS}-fold cross-validation over items, which needs at least "
+        f"{DEFAULT_FOLDS} items; the data hold {data.n_items}: name a model instead, e.g. model='dawid_skene'"
+    )
 
 
 def _auto_log_lik(data: RatingData, method: str, candidates: Any, given: dict[str, Any]) -> dict[str, Any]:

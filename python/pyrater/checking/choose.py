@@ -456,6 +456,11 @@ def _baseline_matches(table: pd.DataFrame, chosen: str) -> bool:
     return equivalent_to_best(diff, dse)
 
 
+def _nats(diff: float) -> str:
+    """An elpd difference with its sign: one decimal, or one significant digit below 0.05 (not "-0.0")."""
+    return f"{diff:+.1f}" if abs(diff) >= 0.05 or not np.isfinite(diff) else f"{diff:+.1g}"
+
+
 def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     ic = _ic(table)
     criterion = "10-fold cross-validated elpd" if method in _MODE_METHODS else "PSIS-LOO elpd"
@@ -481,10 +486,10 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     if chosen == best:
         text += f" (elpd {models.loc[chosen, ic]:.1f}"
         rest = [n for n in models.index if n != best]
-        text += f"; next {rest[0]} at {models.loc[rest[0], ic] - models.loc[best, ic]:+.1f})" if rest else ")"
+        text += f"; next {rest[0]} at {_nats(models.loc[rest[0], ic] - models.loc[best, ic])})" if rest else ")"
     else:
         text += (
-            f": as predictive as the best, {best} ({models.loc[chosen, ic] - models.loc[best, ic]:+.1f}, "
+            f": as predictive as the best, {best} ({_nats(models.loc[chosen, ic] - models.loc[best, ic])}, "
             f"within {SMALL_ELPD_DIFF:g}), with fewer effective parameters"
         )
     if "agree_cv" in table.columns and "gold_accuracy" not in table.columns:
@@ -498,9 +503,9 @@ def _reason(table: pd.DataFrame, method: str, chosen: str) -> str:
     if BASELINE_NAME in table.index:
         gap = table.loc[chosen, ic] - table.loc[BASELINE_NAME, ic]
         if _baseline_matches(table, chosen):
-            text += f"; majority vote's vote model predicts as well ({gap:+.1f}): consider majority vote"
+            text += f"; majority vote's vote model predicts as well ({_nats(gap)}): consider majority vote"
         else:
-            text += f"; {gap:+.1f} over majority vote's vote model"
+            text += f"; {_nats(gap)} over majority vote's vote model"
         if "gold_accuracy" in table.columns:
             if table.loc[BASELINE_NAME, "gold_accuracy"] >= table.loc[chosen, "gold_accuracy"]:
                 text += (

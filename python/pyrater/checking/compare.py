@@ -993,8 +993,13 @@ def compare(
             "baseline=True needs fits without known items: they score log p(y, z) of a known item, which the vote "
             "model cannot"
         )
-    budgets = {name: _budget(f, max_memory_gib) for name, f in fits.items()}
     n_items = first.data.n_items
+    if baseline and n_items < DEFAULT_FOLDS:
+        raise ValueError(
+            f"baseline=True scores majority vote's vote model by {DEFAULT_FOLDS}-fold cross-validation over items, "
+            f"which needs at least {DEFAULT_FOLDS} items; the data hold {n_items}"
+        )
+    budgets = {name: _budget(f, max_memory_gib) for name, f in fits.items()}
     m = _subsample_size(n_items, n_subsample)
     if seed is None:  # one fixed split and sample whatever the fits' order (not the first fit's seed)
         seed = 0
