@@ -97,6 +97,10 @@ def _assert_same_fit(dist: DistributedEMFit, mem: pyrater.EMFit) -> None:
     assert len(probs) == len(ref) and probs.index.is_unique
     assert list(probs.columns) == [str(c) for c in ref.columns]
     np.testing.assert_allclose(probs.loc[ref.index].to_numpy(), ref.to_numpy(), rtol=0, atol=TOL)
+    # the family's own per-rater parameters (one-coin p, MACE competence and xi, ...) as in memory
+    assert (dist.model_params is None) == (mem.model_params is None)
+    for key, value in (mem.model_params or {}).items():
+        np.testing.assert_allclose(dist.model_params[key], value, rtol=0, atol=TOL)
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,11 @@ class EMFit(ModeFit):
         (K,); the community model's ``m`` (L, K, K), ``s`` (L, K), ``rho`` (L,)
         and ``community_prob`` (J, L), communities sorted by the mean diagonal
         of ``m``; the ordinal model's ``shift``, ``log_scale`` and, with lapses,
-        ``lapse`` (J,) each); None for the other models.  Also in :meth:`to_inference_data`.
+        ``lapse`` (J,) each; the one-coin model's accuracies ``p`` (J,), the
+        class-conditional model's ``p`` (J, K); MACE's ``competence`` (J,) and
+        spamming distributions ``xi`` (J, K)), named as in the family's Stan
+        program; None for Dawid-Skene and the homogeneous model.  Also in
+        :meth:`to_inference_data`.
     mode_scale : {"simplex", "log_odds"} or None
         MAP: the scale of the posterior mode (``pyrater.em`` ``mode_scale``):
         ``"log_odds"`` when some Dirichlet/Beta pseudo-count is below 1 (e.g.

@@ -125,6 +125,7 @@ from .steps import (
     clamp_classes,
     class_order,
     e_step,
+    estimate_params,
     load_fused,
     m_step,
     m_step_from_counts,
@@ -228,7 +229,7 @@ def _run_result(
     """
     return {
         "numeric_x": kind.x.copy() if isinstance(kind, NumericMStep) else None,
-        "model_params": None if prior is None else prior.model_params(),
+        "model_params": estimate_params(kind, theta, prior),
         "pi": pi,
         "theta": theta,
         "empty": empty,

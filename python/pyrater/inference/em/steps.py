@@ -47,6 +47,7 @@ __all__ = [
     "m_step",
     "m_step_from_counts",
     "mace_m_step",
+    "estimate_params",
     "clamp_classes",
     "class_order",
     "normalise_rows_in_place",
@@ -414,6 +415,29 @@ def map_prior(model: Model, K: int, J: int) -> tuple[MapPrior, dict]:
         return MapPrior(kind, pri["alpha"], beta1=pri["beta1"], beta2=pri["beta2"], gamma=pri.get("gamma")), pri
     _check_at_least_one("beta", pri["beta"], model)
     return MapPrior(kind, pri["alpha"], beta=pri["beta"]), pri
+
+
+def estimate_params(kind: Any, theta: np.ndarray, prior: MapPrior | None) -> dict[str, np.ndarray] | None:
+    """The model's own parameters at an EM estimate besides pi and theta, named as in its Stan program.
+
+    The pooled, community and numerical families report theirs through
+    :meth:`MapPrior.model_params` (posterior modes only).  The families whose
+    error matrices are functions of a few numbers per rater give those, ML or
+    MAP: one-coin ``p`` (J,), class-conditional ``p`` (J, K) (the diagonals),
+    MACE ``competence`` (J,) and ``xi`` (J, K) (:func:`~pyrater.models.mace.mace_parameters`).
+    None for Dawid-Skene and the homogeneous model (theta is all there is).
+    """
+    own = None if prior is None else prior.model_params()
+    if own is not None:
+        return own
+    if kind == "one_coin":
+        return {"p": theta[:, 0, 0].copy()}
+    if kind == "class_conditional":
+        return {"p": np.diagonal(theta, axis1=1, axis2=2).copy()}
+    if kind == "mace":
+        competence, xi = mace_parameters(theta, None if prior is None else prior.gamma)
+        return {"competence": competence, "xi": xi}
+    return None
 
 
 def model_kind(model: Model, numeric: bool = False) -> str:
