@@ -333,6 +333,26 @@ def test_errors_are_one_line_with_traceback_under_debug(tmp_path, monkeypatch, c
         cli.main(["fit", str(path), "--method", "em", "--out", str(tmp_path / "o"), "--debug"])
 
 
+@pytest.mark.parametrize("method", ["em", "gibbs"])
+def test_raters_csv_holds_the_models_own_rater_parameters(tmp_path, method):
+    """MACE's competence (the spammer finder) in raters.csv: EM's estimate, the Gibbs posterior mean."""
+    sim = pyrater.simulate("mace", 200, 6, n_categories=3, raters_per_item=4, seed=2)
+    path = tmp_path / "mace.csv"
+    sim.data.to_long().to_csv(path, index=False)
+    res = run("fit", str(path), "--model", "mace", "--method", method, "--out", str(tmp_path / "o"), "--quiet")
+    assert res.returncode == 0, res.stderr
+    raters = pd.read_csv(tmp_path / "o" / "raters.csv", index_col=0)
+    data = pyrater.RatingData.from_long(pd.read_csv(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = pyrater.fit(data, "mace", method=method, seed=1, progress=False)
+    expected = ref.model_params["competence"] if method == "em" else ref.draws["competence"].mean(axis=(0, 1))
+    np.testing.assert_allclose(raters.loc[list(data.rater_labels), "competence"], expected, rtol=1e-9)
+    assert abs(raters["competence"].to_numpy() - sim.params["competence"]).max() < 0.2
+    dawid = run("fit", str(path), "--method", "em", "--out", str(tmp_path / "ds"), "--quiet")
+    assert dawid.returncode == 0 and "competence" not in pd.read_csv(tmp_path / "ds" / "raters.csv").columns
+
+
 def test_many_raters_short_summary_and_bounded_plot(tmp_path):
     import matplotlib.image
 

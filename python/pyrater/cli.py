@@ -4,7 +4,8 @@
 reads a CSV (``-``: from standard input), fits, writes ``parameters.csv`` (pi and theta),
 ``class_probabilities.csv`` (one row per item; for grouped data one row per rating pattern, with the
 pattern's ratings and tally), ``raters.csv`` (accuracy and diagonal of each
-rater's error matrix), ``summary.txt`` (the full report) and the plots
+rater's error matrix, then the model's own per-rater parameters: MACE's ``competence``, the
+one-coin model's ``p``, ...), ``summary.txt`` (the full report) and the plots
 (``raters.png``, ``class_probabilities.png``, ``prevalence.png``, and
 ``trace.png`` for MCMC; with more than 24 raters ``raters.png`` summarises
 every rater's accuracy and ``raters_least_accurate.png`` shows the error
@@ -756,9 +757,10 @@ def _save_fit(fit, path: Path) -> None:
 
 
 def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
-    """Per rater: ratings, expected accuracy ``sum_k pi_k theta[j, k, k]`` and the diagonal of theta.
+    """Per rater: ratings, expected accuracy ``sum_k pi_k theta[j, k, k]``, the diagonal of theta.
 
-    For fits with draws, the accuracy gets a central ``prob`` interval.
+    For fits with draws, the accuracy gets a central ``prob`` interval.  The
+    family's own per-rater parameters follow (:func:`_own_rater_parameters`).
     """
     data = fit.data
     K = data.n_categories
@@ -774,7 +776,33 @@ def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
         table[f"accuracy {100 * (1 + prob) / 2:g}%"] = np.quantile(acc, (1 + prob) / 2, axis=0)
     for k, cat in enumerate(data.categories):
         table[f"theta[{cat}, {cat}]"] = theta[:, k, k]
+    for name, value in _own_rater_parameters(fit).items():
+        table[name] = value
     return table
+
+
+#: entries of a fit's parameters that are not the family's own
+_NOT_OWN = ("pi", "theta", "log_lik", "z")
+
+
+def _own_rater_parameters(fit) -> dict[str, np.ndarray]:
+    """The family's own parameters with one number per rater (MACE ``competence``, one-coin ``p``, ...).
+
+    Posterior means for fits with draws, the estimate otherwise (EM's
+    ``model_params``, Stan's optimiser's parameters); empty for families whose
+    raters are described by theta alone.
+    """
+    J = fit.data.n_raters
+    if fit.has_draws:
+        source = {k: v for k, v in fit.draws.items() if k not in _NOT_OWN and np.ndim(v) == 3}
+        source = {k: np.asarray(v, dtype=float).mean(axis=(0, 1)) for k, v in source.items()}
+    else:
+        source = getattr(fit, "model_params", None) or getattr(fit, "params", None) or {}
+    return {
+        k: np.asarray(v, dtype=float)
+        for k, v in source.items()
+        if k not in _NOT_OWN and not k.endswith("_raw") and np.shape(v) == (J,)
+    }
 
 
 def _class_table(fit) -> pd.DataFrame:
