@@ -414,11 +414,42 @@ def test_grouped_output_has_the_rating_patterns(tmp_path, caries_path):
 
 def test_compare_with_one_model_refuses_before_fitting(anesthesia_path):
     res = run("compare", str(anesthesia_path), "--models", "dawid_skene")
-    assert res.returncode == 2 and "at least two different models" in res.stderr
+    assert res.returncode == 2 and "at least two models (--models), or one with --baseline" in res.stderr
     assert "read " not in res.stderr and "fitting models" not in res.stderr
     res = run("compare", str(anesthesia_path), "--models", "dawid_skene", "dawid_skene")
-    assert res.returncode == 2 and "at least two different models" in res.stderr
+    assert res.returncode == 2 and "--models names dawid_skene more than once" in res.stderr
+    assert "read " not in res.stderr
     assert "warning: True when" in run("compare", "--help").stdout
+
+
+def test_compare_by_em_and_gibbs_with_the_baseline(anesthesia_path, tmp_path):
+    """--method em: 10-fold cross-validation, the table pyrater.compare gives; --method gibbs: PSIS-LOO."""
+    out = tmp_path / "em.csv"
+    res = run("compare", str(anesthesia_path), "--method", "em", "--models", "dawid_skene", "one_coin",
+              "--baseline", "--out", str(out), "--quiet")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(out, index_col="model")
+    assert set(table.index) == {"dawid_skene", "one_coin", "majority vote"} and set(table["method"]) == {"kfold"}
+    data = pyrater.RatingData.from_long(pd.read_csv(anesthesia_path))
+    fits = {m: pyrater.fit(data, m, method="em", seed=1, progress=False) for m in ("dawid_skene", "one_coin")}
+    ref = pyrater.compare(fits, baseline=True, progress=False)
+    np.testing.assert_allclose(table.loc[ref.index, "elpd_loo"], ref["elpd_loo"], rtol=1e-9)
+    # one model and the baseline is a comparison too; by the Gibbs sampler, PSIS-LOO
+    out = tmp_path / "gibbs.csv"
+    res = run("compare", str(anesthesia_path), "--method", "gibbs", "--models", "mace", "--baseline",
+              "--draws", "200", "--out", str(out), "--quiet")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(out, index_col="model")
+    assert table.loc["mace", "method"] == "exact" and table.loc["majority vote", "method"] == "kfold"
+    # refused before reading the data: a flag the method does not take, a model it does not fit
+    for flags, message in (
+        (("--method", "em", "--chains", "2"), "--chains is an option of --method mcmc, gibbs; got --method em"),
+        (("--method", "gibbs", "--models", "hierarchical", "mace"),
+         "--method gibbs cannot fit hierarchical; hierarchical is fitted by --method mcmc, optimize"),
+        (("--method", "pathfinder",), "invalid choice: 'pathfinder'"),
+    ):  # fmt: skip
+        res = run("compare", str(anesthesia_path), *flags)
+        assert res.returncode == 2 and message in res.stderr and "read " not in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize(

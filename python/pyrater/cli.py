@@ -17,7 +17,9 @@ maximum likelihood (EM); ``--alpha``, ``--beta-diag``, ``--beta-off`` or
 class; ``--save-fit PATH`` also saves the fit (``fit.save``) for
 ``pyrater.load``.  ``pyrater fit --help`` lists every option.
 ``pyrater compare RATINGS.csv --models dawid_skene class_conditional`` fits each
-model by MCMC and prints the PSIS-LOO comparison table.
+model by MCMC (``--method gibbs``, ``em`` or ``optimize`` for the others) and prints
+the comparison table (PSIS-LOO, or 10-fold cross-validation for posterior modes;
+``--baseline`` adds majority vote's vote model).
 ``pyrater demo --out DIR`` does the same as ``fit`` on the built-in example
 (:func:`pyrater.datasets.example_ratings`), the README's main command.
 
@@ -80,6 +82,8 @@ from .models import MODEL_NAMES, get_model
 
 # the CLI's methods: pyrater.fit's, plus maximum likelihood by EM
 CLI_METHODS = (*METHODS, "em-ml")
+#: the methods ``pyrater compare`` fits by (those :func:`pyrater.compare` scores: PSIS-LOO or K-fold)
+COMPARE_METHODS = ("mcmc", "gibbs", "em", "optimize")
 ENGINES = ("auto", "cmdstanpy", "pystan")
 # terminal summary: all raters up to this many, else the least and the most accurate few
 SHORT_RATERS = 12
@@ -1302,8 +1306,9 @@ def _write_calibrated(fit, gold: pd.Series, gold_path: Path, out: Path, seed: in
 
 
 COMPARE_NOTE = (
-    "rank: 0 for the best model. elpd_loo: expected log predictive density of a new item (PSIS-LOO, items "
-    "left out); higher is better. elpd_diff, dse: difference from the best model and its standard error. "
+    "rank: 0 for the best model. elpd_loo: expected log predictive density of a new item (items left out: "
+    "PSIS-LOO for --method mcmc and gibbs, 10-fold cross-validation for em and optimize); higher is better. "
+    "elpd_diff, dse: difference from the best model and its standard error. "
     "p_loo: effective number of parameters. se: standard error of elpd_loo. weight: stacking weights; "
     "weight_pbma: pseudo-BMA+ weights, shared evenly by models that predict alike. equivalent: True when "
     "elpd_diff is within 4 or within twice dse of the best. warning: True when the PSIS-LOO estimate of that "
@@ -1339,15 +1344,45 @@ def _check_table_out(raw: str | None) -> Path | None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    if len(set(args.models)) < 2:
-        raise CLIError(f"compare needs at least two different models (--models), got {args.models}")
+    twice = sorted({m for m in args.models if args.models.count(m) > 1})
+    if twice:
+        raise CLIError(f"--models names {', '.join(twice)} more than once")
+    if len(args.models) < 2 - int(args.baseline):
+        raise CLIError(
+            f"compare needs at least two models (--models), or one with --baseline; got {' '.join(args.models)}"
+        )
     from ._quiet import progress_bar
     from .checking.compare import compare
     from .fitting import fit
 
     _check_column_options(args)
+    method = args.method
+    refused = [
+        flag
+        for dest, flag in _METHOD_FLAGS.items()
+        if getattr(args, dest, None) is not None and method not in _flag_methods(dest)
+    ]
+    if refused:
+        users = sorted(
+            {m for dest, flag in _METHOD_FLAGS.items() if flag in refused for m in _flag_methods(dest)}
+            & set(COMPARE_METHODS),
+            key=COMPARE_METHODS.index,
+        )
+        raise CLIError(
+            f"{' and '.join(refused)} {'is an option' if len(refused) == 1 else 'are options'} of "
+            f"--method {', '.join(users)}; got --method {method}"
+        )
+    unfit = [name for name in args.models if method not in get_model(name).methods]
+    if unfit:
+        raise CLIError(
+            f"--method {method} cannot fit {', '.join(unfit)}; "
+            + "; ".join(
+                f"{n} is fitted by --method {', '.join(m for m in COMPARE_METHODS if m in get_model(n).methods)}"
+                for n in unfit
+            )
+        )
     out = _check_table_out(args.out)
-    memory = _memory_options(args, "mcmc")
+    memory = _memory_options(args, method)
     sampler = _sampler_options(args)  # the flags given; pyrater.fit's defaults for the others
     data = _read_csv(Path(args.ratings), args.format, args)
     if not args.quiet:
@@ -1358,14 +1393,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             fits[name] = fit(
                 data,
                 name,
-                method="mcmc",
+                method=method,
                 seed=args.seed,
                 progress=False,
                 **memory,
                 **sampler,
             )
             bar.update()
-    table = compare(fits, progress=not args.quiet)
+    table = compare(fits, baseline=args.baseline, progress=not args.quiet)
     if out is not None:
         table.to_csv(out, index_label="model")
         print(f"wrote {out}", file=sys.stderr)
@@ -1654,8 +1689,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "compare",
         parents=[common],
-        help="compare models by PSIS-LOO (MCMC fits)",
-        description="Fit each model by MCMC and print the PSIS-LOO comparison table.",
+        help="compare models by expected log predictive density (PSIS-LOO or 10-fold)",
+        description="Fit each model by one method and print the comparison table: PSIS-LOO for the samplers "
+        "(mcmc, gibbs), 10-fold cross-validation over items for the posterior modes (em, optimize).",
         epilog=COMPARE_NOTE,
     )
     _add_data_options(c)
@@ -1666,7 +1702,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=["dawid_skene", "class_conditional"],
         help="two or more models (default dawid_skene class_conditional)",
     )
-    _add_sampler_options(c, with_method=False)  # compare samples by --method mcmc
+    c.add_argument(
+        "--method",
+        choices=COMPARE_METHODS,
+        default="mcmc",
+        help="how every model is fitted (default mcmc): mcmc (NUTS in Stan) or gibbs (the Gibbs sampler, for large "
+        "data), compared by PSIS-LOO; em or optimize (posterior modes), compared by 10-fold cross-validation "
+        "over items",
+    )
+    c.add_argument(
+        "--baseline",
+        action="store_true",
+        help="add a row for majority vote's vote model (it ignores who rated; scored by 10-fold "
+        "cross-validation): a model not clearly above it learns nothing from the raters that predicts the ratings",
+    )
+    _add_sampler_options(c, with_method=False)
     _add_memory_option(c)
     c.add_argument(
         "--out",
