@@ -130,6 +130,9 @@ def test_bad_input_is_refused_before_any_refit(anesthesia):
         g = pyrater.fit(anesthesia, method="gibbs", chains=2, draws=50, seed=1, progress=False)
     with pytest.raises(NotImplementedError, match="point fits.*use pyrater.loo"):
         pyrater.kfold(g)
+    # and the other way round: LOO of a point fit points to K-fold
+    with pytest.raises(NotImplementedError, match=r"the fit is a point estimate \(method 'em_map'\).*pyrater.kfold"):
+        pyrater.loo(e)
     with pytest.raises(TypeError, match="needs a pyrater fit"):
         pyrater.kfold("fit.nc")
 

@@ -236,8 +236,9 @@ def _check_loo_input(fit: Any, name: str | None = None) -> Any:
         raise TypeError(f"{who} must be a pyrater fit (from pyrater.fit), got {type(fit).__name__}")
     if not fit.has_draws:
         raise NotImplementedError(
-            f"LOO and WAIC need posterior draws; {who} is a {fit.method} fit (a point estimate). "
-            "Refit with method='gibbs' (Dawid-Skene family) or method='mcmc'."
+            f"LOO and WAIC need posterior draws; {who} is a point estimate (method {fit.method!r}). Score it by "
+            "K-fold cross-validation instead, pyrater.kfold(fit) (pyrater.compare does so for point fits), or "
+            "refit it by a sampler, method='gibbs' or 'mcmc' (pyrater.get_model(name).methods lists a family's)."
         )
     if getattr(fit, "blocks", None) is not None and not hasattr(fit.data, "counts"):
         raise NotImplementedError(

@@ -154,7 +154,7 @@ def simulate_class_conditional(
     else:
         p = numeric_array("p", p, [(J, K), (K,)], f"(J, K) = ({J}, {K}) or (K,) = ({K},)")
         if np.any((p < 0) | (p > 1)):
-            raise ValueError(f"p must hold probabilities in [0, 1]; got values from {p.min()!r} to {p.max()!r}")
+            raise ValueError(f"p must hold probabilities in [0, 1]; got values from {p.min():g} to {p.max():g}")
         p = np.broadcast_to(p, (J, K)).copy()
     theta = class_conditional_theta(p)
     return _finish(rng, "class_conditional", I, J, pi, theta, raters_per_item, repeats, {"p": p}, categories)

@@ -277,8 +277,8 @@ def simulate_mace(
         competence = numeric_array("competence", competence, [(J,), ()], f"(J,) = ({J},) or a scalar")
         if np.any((competence < 0) | (competence > 1)):
             raise ValueError(
-                f"competence must hold probabilities in [0, 1]; got values from {competence.min()!r} "
-                f"to {competence.max()!r}"
+                f"competence must hold probabilities in [0, 1]; got values from {competence.min():g} "
+                f"to {competence.max():g}"
             )
     if xi is not None:
         xi = numeric_array("xi", xi, [(J, K), (K,)], f"(J, K) = ({J}, {K}) or (K,)")

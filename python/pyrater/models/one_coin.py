@@ -212,7 +212,7 @@ def simulate_one_coin(
     if p is not None:
         p = numeric_array("p", p, [(J,), ()], f"(J,) = ({J},) or a scalar")
         if np.any((p < 0) | (p > 1)):
-            raise ValueError(f"p must hold probabilities in [0, 1]; got values from {p.min()!r} to {p.max()!r}")
+            raise ValueError(f"p must hold probabilities in [0, 1]; got values from {p.min():g} to {p.max():g}")
     pi = _pi(rng, pi, K, alpha)
     p = rng.beta(np.full(J, float(b1)), np.full(J, float(b2))) if p is None else np.broadcast_to(p, (J,)).copy()
     theta = one_coin_theta(p, K)
