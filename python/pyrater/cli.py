@@ -797,9 +797,10 @@ def _own_rater_parameters(fit) -> dict[str, np.ndarray]:
     raters are described by theta alone.
     """
     J = fit.data.n_raters
-    if fit.has_draws:
-        source = {k: v for k, v in fit.draws.items() if k not in _NOT_OWN and np.ndim(v) == 3}
-        source = {k: np.asarray(v, dtype=float).mean(axis=(0, 1)) for k, v in source.items()}
+    if fit.has_draws:  # by name first: a fit read lazily from a file reads only the entries asked for
+        own = [k for k in fit.draws if k not in _NOT_OWN]
+        source = {k: np.asarray(fit.draws[k], dtype=float) for k in own}
+        source = {k: v.mean(axis=(0, 1)) for k, v in source.items() if v.ndim == 3}
     else:
         source = getattr(fit, "model_params", None) or getattr(fit, "params", None) or {}
     return {
