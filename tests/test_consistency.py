@@ -109,8 +109,9 @@ def test_agreement_names_a_misspelt_argument(sim):
         pyrater.agreement(sim.data, levl="ordinal")
 
 
-@pytest.mark.parametrize("method", ["em", "gibbs"])
+@pytest.mark.parametrize("method", ["em", "gibbs", pytest.param("optimize", marks=pytest.mark.stan)])
 def test_data_with_no_item_rated_twice_are_said_to_teach_nothing_about_the_raters(method):
+    """Said once, by every method (the optimiser's EM start keeps its own warnings to itself)."""
     rng = np.random.default_rng(0)
     once = pyrater.RatingData.from_long(
         pd.DataFrame({"item": range(66), "rater": "dr_a", "rating": rng.integers(1, 4, 66)})

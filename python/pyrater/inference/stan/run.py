@@ -385,7 +385,9 @@ def _em_start(data: RatingData, model: Model, known: Any, seed: int) -> dict[str
     if "em" not in model.methods or model.item_level:  # no (pi, theta) start for per-item parameters
         return None
     try:
-        ref = em(data, model, method="map", known=known, n_restarts=5, seed=seed)
+        with warnings.catch_warnings():  # a start: its data warnings are the fit's own (said once), not EM's
+            warnings.simplefilter("ignore")
+            ref = em(data, model, method="map", known=known, n_restarts=5, seed=seed)
     except (ValueError, NotImplementedError, FloatingPointError):  # e.g. priors below 1: no EM mode
         return None
     return model.mode_start(ref.pi, ref.theta)
