@@ -89,6 +89,18 @@ def test_bad_input_is_refused_with_the_arguments_name(call, message):
         call()
 
 
+@pytest.mark.filterwarnings("ignore:MCMC problems")
+@pytest.mark.parametrize("method", ["em", "gibbs"])
+def test_more_communities_than_raters_is_said(method):
+    sim = simulate_community(60, 3, n_categories=2, n_communities=2, seed=4)
+    kwargs = {"chains": 2, "warmup": 20, "draws": 20, "progress": False} if method == "gibbs" else {}
+    with pytest.warns(UserWarning, match=r"n_communities=5 is more than the 3 raters: at least 2 communities will"):
+        pyrater.fit(sim.data, CommunityDawidSkene(n_communities=5), method=method, seed=1, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # as many communities as raters: nothing to say
+        pyrater.fit(sim.data, CommunityDawidSkene(n_communities=3), method=method, seed=1, **kwargs)
+
+
 def test_em_ml_is_refused_and_map_needs_priors_of_at_least_one():
     sim = simulate_community(30, 3, n_categories=K, seed=1)
     with pytest.raises(ValueError, match="method='ml' is not available for the community model"):

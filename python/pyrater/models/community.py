@@ -59,11 +59,13 @@ there): "auto" tries this family by its samplers only.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._stacklevel import user_stacklevel
 from .base import (
     ModelFamily,
     default_beta,
@@ -213,6 +215,20 @@ class CommunityDawidSkene(ModelFamily):
     def L(self) -> int:
         """The number of communities."""
         return _n_communities(self.n_communities)
+
+    def check_data(self, data: Any) -> None:
+        """The base checks, and a warning when there are more communities than raters (some must stay empty)."""
+        super().check_data(data)
+        J = data.n_raters
+        if self.L > J:
+            given = "" if self.n_communities is not None else " (the default)"
+            warnings.warn(
+                f"n_communities={self.L}{given} is more than the {J} rater{'s' if J != 1 else ''}: at least "
+                f"{self.L - J} communit{'ies' if self.L - J != 1 else 'y'} will hold no rater, which costs time and "
+                f"tells nothing; give n_communities <= {J}",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def canonical_params(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """A simulation's ``m``, ``s``, ``rho`` and ``community`` with the communities sorted as fits report them."""
