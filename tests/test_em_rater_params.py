@@ -68,3 +68,34 @@ def test_rater_parameters_survive_save_and_load(sims, tmp_path):
 
 def test_dawid_skene_has_no_parameters_besides_theta(sims):
     assert pyrater.em(sims["one_coin"].data, "dawid_skene", method="map", seed=1).model_params is None
+
+
+@pytest.mark.parametrize("method", ["em", "gibbs", pytest.param("optimize", marks=pytest.mark.stan)])
+def test_point_estimate_of_the_models_own_parameters(sims, method, tmp_path):
+    """fit.point_estimate("competence"): EM's mode, the optimiser's, the samplers' posterior mean; labelled."""
+    sim = sims["mace"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = pyrater.fit(sim.data, "mace", method=method, seed=1, progress=False)
+    assert fit.model_parameters() == ["competence", "xi"]
+    competence = fit.point_estimate("competence")
+    assert competence.dims == ("rater",) and list(competence["rater"].values) == list(sim.data.rater_labels)
+    expected = {
+        "em": lambda: fit.model_params["competence"],
+        "gibbs": lambda: fit.draws["competence"].mean(axis=(0, 1)),
+        "optimize": lambda: fit.params["competence"],
+    }[method]()
+    np.testing.assert_allclose(competence.values, expected, rtol=1e-12)
+    np.testing.assert_allclose(competence.values, sim.params["competence"], atol=0.15)
+    assert fit.point_estimate("xi").dims == ("rater", "rating")
+    back = pyrater.load(fit.save(tmp_path / "f.nc"))
+    np.testing.assert_allclose(back.point_estimate("competence").values, competence.values, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"or one of this model's own: 'competence', 'xi'; got 'p'"):
+        fit.point_estimate("p")
+
+
+def test_dawid_skene_has_no_own_parameters_to_name(sims):
+    fit = pyrater.em(sims["one_coin"].data, "dawid_skene", method="map", seed=1)
+    assert fit.model_parameters() == []
+    with pytest.raises(ValueError, match=r"^which must be 'pi', 'theta' or 'z'; got 'p'$"):
+        fit.point_estimate("p")

@@ -785,29 +785,20 @@ def _rater_table(fit, prob: float = 0.9) -> pd.DataFrame:
     return table
 
 
-#: entries of a fit's parameters that are not the family's own
-_NOT_OWN = ("pi", "theta", "log_lik", "z")
-
-
 def _own_rater_parameters(fit) -> dict[str, np.ndarray]:
     """The family's own parameters with one number per rater (MACE ``competence``, one-coin ``p``, ...).
 
-    Posterior means for fits with draws, the estimate otherwise (EM's
-    ``model_params``, Stan's optimiser's parameters); empty for families whose
-    raters are described by theta alone.
+    :meth:`~pyrater.fits.base.Fit.point_estimate` of each of
+    :meth:`~pyrater.fits.base.Fit.model_parameters` over raters alone: the
+    estimate, or the posterior mean; empty for families whose raters are
+    described by theta alone.
     """
-    J = fit.data.n_raters
-    if fit.has_draws:  # by name first: a fit read lazily from a file reads only the entries asked for
-        own = [k for k in fit.draws if k not in _NOT_OWN]
-        source = {k: np.asarray(fit.draws[k], dtype=float) for k in own}
-        source = {k: v.mean(axis=(0, 1)) for k, v in source.items() if v.ndim == 3}
-    else:
-        source = getattr(fit, "model_params", None) or getattr(fit, "params", None) or {}
-    return {
-        k: np.asarray(v, dtype=float)
-        for k, v in source.items()
-        if k not in _NOT_OWN and not k.endswith("_raw") and np.shape(v) == (J,)
-    }
+    out = {}
+    for name in fit.model_parameters():
+        value = fit.point_estimate(name)
+        if value.dims == ("rater",):
+            out[name] = value.to_numpy()
+    return out
 
 
 def _class_table(fit) -> pd.DataFrame:

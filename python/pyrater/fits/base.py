@@ -18,6 +18,7 @@ Intervals default to 90% (rater's convention; ArviZ's default is 89%).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,8 @@ __all__ = ["Fit", "FitSummary", "DEFAULT_PROB", "load", "SUMMARY_MAX_ROWS"]
 
 DEFAULT_PROB = 0.9
 Which = Literal["pi", "theta", "z"]
+#: entries of a fit's parameters that are not the model's own (:meth:`Fit.model_parameters`)
+_NOT_OWN = ("pi", "theta", "log_lik")
 
 #: Named dims of the model parameters in the ArviZ groups (after ``chain, draw``).
 VAR_DIMS: dict[str, tuple[str, ...]] = {
@@ -275,26 +278,50 @@ class Fit:
         return xr.DataArray(arr, dims=dims, coords=coords, name="theta")
 
     # ------------------------------------------------------------ accessors
-    def point_estimate(self, which: Which = "pi"):
+    def point_estimate(self, which: Which | str = "pi"):
         """Point estimate: posterior means for MCMC, the mode for optimisation/EM.
 
         Parameters
         ----------
-        which : {"pi", "theta", "z"}
+        which : {"pi", "theta", "z"} or str
+            Or one of the model's own parameters (:meth:`model_parameters`):
+            MACE's ``"competence"`` and ``"xi"``, the one-coin model's ``"p"``,
+            the pooled model's ``"m"`` and ``"s"``, ...
 
         Returns
         -------
         pandas.Series (pi: over categories; z: most probable class per item)
-        or xarray.DataArray (theta: dims rater, category, rating).
+        or xarray.DataArray (theta: dims rater, category, rating; a model's own
+        parameter: its dims, e.g. ``competence`` over rater).
         """
         if which == "z":
             probs = self._class_probs()
             z = self.data.categories.to_numpy()[np.argmax(probs, axis=1)]
             return pd.Series(z, index=self.data.unit_labels.rename(self._unit_dim), name="z")
-        if which not in ("pi", "theta"):
-            raise ValueError(f"which must be 'pi', 'theta' or 'z', got {which!r}")
-        pi, theta = self._point()
-        return self._label(pi if which == "pi" else theta, which)
+        if which in ("pi", "theta"):
+            pi, theta = self._point()
+            return self._label(pi if which == "pi" else theta, which)
+        own = self.model_parameters()
+        if isinstance(which, str) and which in own:
+            return self._dataset({which: np.asarray(self._own_value(which), dtype=float)}, sample_dims=())[which]
+        also = f", or one of this model's own: {', '.join(repr(n) for n in own)}" if own else ""
+        raise ValueError(f"which must be 'pi', 'theta' or 'z'{also}; got {which!r}")
+
+    def model_parameters(self) -> list[str]:
+        """The model's own parameters besides pi and theta, as :meth:`point_estimate` takes them.
+
+        E.g. ``["competence", "xi"]`` for MACE, ``["p"]`` for the one-coin
+        model, ``[]`` for Dawid-Skene; named as in the family's Stan program.
+        """
+        return [n for n in self._own_source() if n not in _NOT_OWN and not n.endswith("_raw")]
+
+    def _own_source(self) -> Mapping[str, Any]:
+        """Where the model's own parameters are: the estimates, or the draws (keys read, values on demand)."""
+        return {}
+
+    def _own_value(self, name: str) -> np.ndarray:
+        """The point estimate of the model's own parameter ``name`` (the fit's mode, or posterior mean)."""
+        return np.asarray(self._own_source()[name], dtype=float)
 
     def class_probabilities(self) -> pd.DataFrame:
         """P(z_i = k | data): DataFrame of shape (items, categories).

@@ -191,6 +191,12 @@ class DrawsFit(Fit):
         """Progress bars for the post-fit steps (the fit's ``progress`` setting; default on)."""
         return bool(self.settings.get("progress", True))
 
+    def _own_source(self) -> Any:
+        return self.draws  # a lazily read fit reads an entry when its value is asked for
+
+    def _own_value(self, name: str) -> np.ndarray:
+        return np.asarray(self.draws[name], dtype=float).mean(axis=(0, 1))
+
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         pi = np.asarray(self.draws["pi"])
         theta = np.asarray(self.draws["theta"])

@@ -130,6 +130,9 @@ class EMFit(ModeFit):
     def _point(self) -> tuple[np.ndarray, np.ndarray]:
         return self.pi, self.theta
 
+    def _own_source(self) -> dict:
+        return self.model_params or {}
+
     def _class_probs(self) -> np.ndarray:
         return self.class_probs
 

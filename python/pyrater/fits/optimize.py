@@ -56,6 +56,9 @@ class OptimizeFit(ModeFit):
             theta = np.broadcast_to(theta, (self.data.n_raters, *theta.shape))
         return pi, theta
 
+    def _own_source(self) -> dict:
+        return self.params
+
     def _priors(self) -> dict[str, np.ndarray]:
         return self.priors
 
