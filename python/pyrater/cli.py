@@ -1136,19 +1136,21 @@ def _fit_auto(data: RatingData, args: argparse.Namespace, method: str, known: pd
     return result
 
 
-def _check_method_options(args: argparse.Namespace) -> None:
+def _check_method_options(args: argparse.Namespace, offered: tuple[str, ...] = CLI_METHODS) -> None:
     """Refuse, before reading any data, a method-specific flag the method does not use (nothing is ignored).
 
     Every method-specific flag defaults to None, so only the flags the user
     gave are checked (and passed on).  The message names the methods that
-    take each refused flag, e.g. ``--draws and --chains are options of
-    --method mcmc, gibbs, pathfinder; got --method em``.
+    take each refused flag among those the command ``offered`` (``fit``:
+    every method; ``compare``: :data:`COMPARE_METHODS`), e.g. ``--draws and
+    --chains are options of --method mcmc, gibbs, pathfinder; got --method em``.
     """
     method = _method(args)
     refused: dict[tuple[str, ...], list[str]] = {}
     for dest, flag in _METHOD_FLAGS.items():
         if getattr(args, dest, None) is not None and method not in _flag_methods(dest):
-            refused.setdefault(_flag_methods(dest), []).append(flag)
+            users = tuple(m for m in _flag_methods(dest) if m in offered)
+            refused.setdefault(users, []).append(flag)
     if refused:
         parts = [
             f"{' and '.join(flags)} {'is an option' if len(flags) == 1 else 'are options'} "
@@ -1162,7 +1164,7 @@ def _check_method_options(args: argparse.Namespace) -> None:
         else:
             chosen = f"--method {method}"
         raise CLIError(f"{'; '.join(parts)}; got {chosen}")
-    if args.thin is not None and args.thin > _draws(args):
+    if getattr(args, "thin", None) is not None and args.thin > _draws(args):
         raise CLIError(
             f"--thin ({args.thin}) must be at most --draws ({_draws(args)}{'' if args.draws else ', the default'}) "
             "so that at least one draw is kept"
@@ -1349,21 +1351,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     _check_column_options(args)
     method = args.method
-    refused = [
-        flag
-        for dest, flag in _METHOD_FLAGS.items()
-        if getattr(args, dest, None) is not None and method not in _flag_methods(dest)
-    ]
-    if refused:
-        users = sorted(
-            {m for dest, flag in _METHOD_FLAGS.items() if flag in refused for m in _flag_methods(dest)}
-            & set(COMPARE_METHODS),
-            key=COMPARE_METHODS.index,
-        )
-        raise CLIError(
-            f"{' and '.join(refused)} {'is an option' if len(refused) == 1 else 'are options'} of "
-            f"--method {', '.join(users)}; got --method {method}"
-        )
+    _check_method_options(args, offered=COMPARE_METHODS)
     unfit = [name for name in args.models if method not in get_model(name).methods]
     if unfit:
         raise CLIError(

@@ -450,13 +450,14 @@ def _check_enough_items(data: RatingData, method: str, *, has_known: bool) -> No
     majority vote's vote model (the baseline row, added unless items are
     known): both need at least 10 items.
     """
+    from .checking.choose import _MODE_METHODS
     from .checking.kfold import DEFAULT_FOLDS
 
-    if data.n_items >= DEFAULT_FOLDS or (method not in ("em", "optimize") and has_known):
+    if data.n_items >= DEFAULT_FOLDS or (method not in _MODE_METHODS and has_known):
         return
     scored = (
         f"with method={method!r} scores its candidates (and majority vote's vote model)"
-        if method in ("em", "optimize")
+        if method in _MODE_METHODS
         else "scores majority vote's vote model, the baseline beside its candidates,"
     )
     raise ValueError(
